@@ -1,0 +1,57 @@
+/* The configuration table (X-macro) and the typed struct it generates.
+ * Internal header: the library reads typed fields, users go through
+ * engram_config_set/get.
+ *
+ * X(name, type, default, accepted, help)
+ *   type: INT (accepted = "min..max"), ENUM (accepted = "a|b|c", stored as
+ *   the index), STRING (accepted describes it; stored in char[128]). */
+#ifndef ENGRAM_HAL_CONFIG_KEYS_H
+#define ENGRAM_HAL_CONFIG_KEYS_H
+
+#include <stdint.h>
+#include "hal/config.h"
+
+#define ENGRAM_CONFIG_KEYS(X)                                                                         \
+    X(transport, STRING, "auto", "auto|loopback|ucx|nccl_gin|mlx5dv|<plugin name>",                   \
+      "Transport backend; auto picks the best available and logs why others were passed over")        \
+    X(mode, ENUM, "direct", "direct|hybrid",                                                          \
+      "direct: one connection per rank; hybrid: one per node through the rail rank")                  \
+    X(num_qps, INT, "0", "0..1024", "Queues per transport; 0 = all the transport offers")             \
+    X(flush_depth, INT, "768", "1..1048576", "Every flush_depth-th get per (queue, peer) rings the doorbell") \
+    X(fetch_slots, INT, "4", "1..64", "Receive slots per table = fetches that may be in flight at once") \
+    X(numa_node, INT, "-1", "-1..1023", "NUMA node of host segments; -1 = the calling thread's node")  \
+    X(huge_pages, ENUM, "auto", "auto|on|off",                                                        \
+      "Back host segments by huge pages: auto falls back with one log line, on fails without them")   \
+    X(timeout_ms, INT, "30000", "1..86400000", "Bound on waits, barriers and collective setup")        \
+    X(plugin_path, STRING, "", "colon-separated absolute directories",                                \
+      "Where external transports (libengram_transport_<name>.so) are looked for")                     \
+    X(ucx_window, INT, "256", "1..65536", "UCX: outstanding gets per worker before progress is forced")
+
+#define ENGRAM_CONFIG_FIELD_INT(name) int64_t name;
+#define ENGRAM_CONFIG_FIELD_ENUM(name) int name;
+#define ENGRAM_CONFIG_FIELD_STRING(name) char name[128];
+#define ENGRAM_CONFIG_FIELD(name, type, def, accepted, help) ENGRAM_CONFIG_FIELD_##type(name)
+#define ENGRAM_CONFIG_COUNT_ONE(name, type, def, accepted, help) +1
+
+enum { ENGRAM_CONFIG_NUM_KEYS = 0 ENGRAM_CONFIG_KEYS(ENGRAM_CONFIG_COUNT_ONE) };
+
+/* Enum values, in the order of their `accepted` lists. */
+enum { ENGRAM_MODE_DIRECT = 0, ENGRAM_MODE_HYBRID = 1 };
+enum { ENGRAM_HUGE_AUTO = 0, ENGRAM_HUGE_ON = 1, ENGRAM_HUGE_OFF = 2 };
+
+struct engram_config {
+    ENGRAM_CONFIG_KEYS(ENGRAM_CONFIG_FIELD)
+    engram_config_source_t source[ENGRAM_CONFIG_NUM_KEYS];
+};
+
+/* Iteration for tools: key i's name/type/default/accepted/help, or NULL. */
+typedef struct engram_config_key_info {
+    const char *name;
+    const char *type; /* "INT", "ENUM", "STRING" */
+    const char *def;
+    const char *accepted;
+    const char *help;
+} engram_config_key_info_t;
+const engram_config_key_info_t *engram_config_key(int i);
+
+#endif

@@ -1,0 +1,67 @@
+/* Group / bootstrap: who the ranks are and how they exchange small data.
+ *
+ * Ranks are grouped into nodes (the scale-up domain) of local_size
+ * consecutive ranks: node = rank / local_size, local_rank = rank % local_size.
+ * Providers: the fork launcher (embedded default), MPI, and caller callbacks.
+ * Every collective is bounded: a peer that dies or never arrives turns into
+ * ENGRAM_ERR_PEER or ENGRAM_ERR_TIMEOUT on the surviving ranks. */
+#ifndef ENGRAM_HAL_GROUP_H
+#define ENGRAM_HAL_GROUP_H
+
+#include <stddef.h>
+#include "hal/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct engram_group engram_group_t;
+
+/* Callbacks for embedding in a framework that already has a process group.
+ * allgather: each rank contributes `bytes` from `send`; `recv` receives
+ * size * bytes, rank-ordered. Return 0 on success, nonzero on failure. */
+typedef struct engram_group_callbacks {
+    size_t size; /* sizeof(engram_group_callbacks_t) */
+    int rank, nranks, local_size;
+    void *ctx;
+    int (*allgather)(void *ctx, const void *send, void *recv, size_t bytes);
+    int (*barrier)(void *ctx);
+    void (*destroy)(void *ctx); /* optional */
+} engram_group_callbacks_t;
+
+ENGRAM_API engram_status_t engram_group_from_callbacks(const engram_group_callbacks_t *cb, engram_group_t **out);
+
+/* Fork launcher: runs rank_main in `nranks` forked child processes (emulated
+ * nodes of `local_size` ranks; 0 means all ranks on one node) connected by
+ * Unix socket pairs, waits for all of them and returns OK when every child
+ * exited 0. exit_codes (optional, nranks entries) gets each child's exit code
+ * (128 + signal when killed). The children call exit(rank_main(g, arg)); the
+ * group a child receives is destroyed by the launcher after rank_main returns.
+ * A child that dies makes the others' collectives fail with ENGRAM_ERR_PEER. */
+typedef int (*engram_rank_main_fn)(engram_group_t *group, void *arg);
+ENGRAM_API engram_status_t engram_group_fork_run(int nranks, int local_size, engram_rank_main_fn rank_main,
+                                                 void *arg, int *exit_codes);
+
+/* MPI provider (engram_mpi library): wraps MPI_COMM_WORLD; MPI must already
+ * be initialised. local_size = 0 takes it from MPI_COMM_TYPE_SHARED. */
+ENGRAM_API engram_status_t engram_group_mpi_create(int local_size, engram_group_t **out);
+
+ENGRAM_API void engram_group_destroy(engram_group_t *group);
+
+ENGRAM_API int engram_group_rank(const engram_group_t *group);
+ENGRAM_API int engram_group_size(const engram_group_t *group);
+ENGRAM_API int engram_group_local_rank(const engram_group_t *group);
+ENGRAM_API int engram_group_local_size(const engram_group_t *group);
+/* Collective; 1 when every rank runs on this host (same boot id), else 0.
+ * Computed once, then cached. Negative status on failure. */
+ENGRAM_API int engram_group_single_host(engram_group_t *group);
+
+ENGRAM_API engram_status_t engram_group_allgather(engram_group_t *group, const void *send, void *recv, size_t bytes);
+ENGRAM_API engram_status_t engram_group_barrier(engram_group_t *group);
+/* Bound (ms) on every collective of this group; default 30000. */
+ENGRAM_API void engram_group_set_timeout(engram_group_t *group, int timeout_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

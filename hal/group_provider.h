@@ -1,0 +1,28 @@
+/* What a group provider implements (internal). */
+#ifndef ENGRAM_HAL_GROUP_PROVIDER_H
+#define ENGRAM_HAL_GROUP_PROVIDER_H
+
+#include "hal/group.h"
+
+typedef struct engram_group_ops {
+    size_t size; /* sizeof(engram_group_ops_t) */
+    const char *name;
+    engram_status_t (*allgather)(engram_group_t *g, const void *send, void *recv, size_t bytes);
+    engram_status_t (*barrier)(engram_group_t *g);
+    void (*destroy)(engram_group_t *g); /* frees provider state, not the group */
+} engram_group_ops_t;
+
+struct engram_group {
+    const engram_group_ops_t *ops;
+    void *provider; /* provider state */
+    int rank, size, local_rank, local_size;
+    int timeout_ms;
+    int single_host; /* -1 until computed */
+};
+
+/* Fills the common fields; local_size 0 = size. Validates that size is a
+ * multiple of local_size. */
+engram_status_t engram_group_init(engram_group_t *g, const engram_group_ops_t *ops, void *provider, int rank,
+                                  int size, int local_size);
+
+#endif

@@ -1,0 +1,47 @@
+/* Backend registry: static built-ins plus plugins from ENGRAM_PLUGIN_PATH. */
+#ifndef ENGRAM_HAL_REGISTRY_H
+#define ENGRAM_HAL_REGISTRY_H
+
+#include "hal/transport.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A plugin is a shared object named libengram_transport_<name>.so in one of
+ * the plugin_path directories (absolute paths only; relative entries are
+ * refused) exporting this symbol. */
+#define ENGRAM_TRANSPORT_ABI_VERSION 1u
+#define ENGRAM_TRANSPORT_PLUGIN_SYMBOL "engram_transport_plugin_v1"
+
+typedef struct engram_transport_plugin {
+    uint32_t abi_version; /* ENGRAM_TRANSPORT_ABI_VERSION it was built against */
+    const engram_transport_ops_t *ops;
+} engram_transport_plugin_t;
+
+/* A built-in that is compiled out records why ("UCX not found ..."). */
+typedef struct engram_builtin {
+    const char *name;
+    const engram_transport_ops_t *ops; /* NULL when absent from this build */
+    const char *absent_reason;
+    int auto_priority; /* higher is tried first by transport=auto */
+} engram_builtin_t;
+
+/* Resolve cfg->transport to ops: a built-in name, a plugin name, or auto
+ * (collective: availability checks may talk to the group). Logs at INFO what
+ * auto chose and why each higher-priority backend was passed over. */
+engram_status_t engram_registry_select(engram_group_t *group, const struct engram_config *cfg,
+                                       const engram_transport_ops_t **out);
+
+/* Load libengram_transport_<name>.so from cfg->plugin_path. */
+engram_status_t engram_registry_load_plugin(const char *name, const char *plugin_path,
+                                            const engram_transport_ops_t **out);
+
+/* Built-in table (for engram_info): count and entries. */
+int engram_registry_builtin_count(void);
+const engram_builtin_t *engram_registry_builtin(int i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,94 @@
+/* Transport ops: the contract every one-sided-get backend implements.
+ * Built-ins register statically; external ones are shared objects exporting
+ * ENGRAM_TRANSPORT_PLUGIN_SYMBOL (see registry.h and
+ * docs/ADDING_A_TRANSPORT.md).
+ *
+ * Model: the engram layer registers one segment per rank symmetrically, then
+ * issues gets (queue, peer, remote offset -> local offset, length, flags),
+ * then one flush per peer that received requests; the flush's request is
+ * what completion is tested on. A get may complete at any time before its
+ * flush completes; gets with ENGRAM_GET_AGGREGATE may be held back (no
+ * doorbell) until a later get without the flag or a flush.
+ *
+ * Threads: calls on different queues may run concurrently; calls on one
+ * queue must not. */
+#ifndef ENGRAM_HAL_TRANSPORT_H
+#define ENGRAM_HAL_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "hal/config_keys.h"
+#include "hal/group.h"
+#include "hal/segment.h"
+#include "hal/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Capability bits. */
+#define ENGRAM_CAP_HOST_INITIATED (1u << 0) /* gets posted by the CPU through ops->get */
+#define ENGRAM_CAP_GPU_INITIATED (1u << 1)  /* gets posted by a kernel (fetch launcher) */
+#define ENGRAM_CAP_HYBRID (1u << 2)         /* supports ENGRAM_REG_NODE_SPAN regions */
+#define ENGRAM_CAP_CROSS_HOST (1u << 3)     /* peers may live on other hosts */
+
+#define ENGRAM_GET_AGGREGATE (1u << 0) /* do not ring the doorbell for this get */
+
+/* How a symmetric region addresses its peers. */
+typedef enum engram_reg_span {
+    /* peer p (0..size-1) = rank p; region = rank p's segment */
+    ENGRAM_REG_RANK = 0,
+    /* peer p (0..size/local_size-1) = node p, reached through its rail rank
+     * p * local_size + my local_rank; region = node p's local segments back
+     * to back at a stride of the segment size (all equal) */
+    ENGRAM_REG_NODE_SPAN = 1,
+} engram_reg_span_t;
+
+typedef struct engram_transport engram_transport_t; /* backend state */
+typedef struct engram_region engram_region_t;       /* backend state */
+typedef struct engram_request engram_request_t;     /* backend state */
+
+typedef struct engram_transport_caps {
+    uint32_t flags;           /* ENGRAM_CAP_* */
+    uint32_t read_kinds;      /* ENGRAM_MEM_KIND_BIT of kinds gets can read */
+    uint32_t write_kinds;     /* ENGRAM_MEM_KIND_BIT of kinds gets can write */
+    int max_queues;           /* queues it offers */
+    int max_outstanding;      /* gets in flight per queue before get blocks on progress */
+} engram_transport_caps_t;
+
+typedef struct engram_transport_ops {
+    size_t size; /* sizeof(engram_transport_ops_t) at the time the backend was built */
+    const char *name;
+    /* Whether this machine and group can run it; on false *why names the
+     * reason (static or transport-owned string). May be collective
+     * (same answer on every rank). */
+    bool (*available)(engram_group_t *group, const char **why);
+    engram_status_t (*open)(engram_group_t *group, const struct engram_config *cfg, engram_transport_t **out);
+    void (*caps)(const engram_transport_t *t, engram_transport_caps_t *caps);
+    /* Collective: every rank registers its own segment (same size on every
+     * rank); the returned region addresses the peers' segments per `span`. */
+    engram_status_t (*reg_symmetric)(engram_transport_t *t, engram_segment_t *seg, engram_reg_span_t span,
+                                     engram_region_t **out);
+    /* Local only: a destination buffer gets may write into. */
+    engram_status_t (*reg_local)(engram_transport_t *t, engram_segment_t *seg, engram_region_t **out);
+    void (*dereg)(engram_transport_t *t, engram_region_t *region);
+    /* Copy `len` bytes from the peer's region at remote_off into the local
+     * region at local_off. Offsets are bounds-checked against the regions. */
+    engram_status_t (*get)(engram_transport_t *t, int queue, int peer, engram_region_t *remote, uint64_t remote_off,
+                           engram_region_t *local, uint64_t local_off, size_t len, unsigned flags);
+    /* Complete every get issued on (queue, peer) so far; *req is tested. */
+    engram_status_t (*flush)(engram_transport_t *t, int queue, int peer, engram_request_t **req);
+    /* ENGRAM_OK when done, ENGRAM_INPROGRESS, or an error. Drives progress. */
+    engram_status_t (*test)(engram_transport_t *t, engram_request_t *req);
+    void (*request_free)(engram_transport_t *t, engram_request_t *req);
+    /* Optional, may be NULL: text describing what the transport selected
+     * (e.g. UCX lanes), written into buf. */
+    void (*describe)(const engram_transport_t *t, char *buf, size_t len);
+    void (*close)(engram_transport_t *t);
+} engram_transport_ops_t;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
