@@ -1,0 +1,67 @@
+#include "hal/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
+
+static _Thread_local char last_error[512];
+
+static engram_log_level_t parse_level(void)
+{
+    const char *env = getenv("ENGRAM_LOG_LEVEL");
+    if (env == NULL || *env == '\0')
+        return ENGRAM_LOG_LEVEL_WARN;
+    for (int i = 0; i <= ENGRAM_LOG_LEVEL_TRACE; i++)
+        if (strcasecmp(env, level_names[i]) == 0)
+            return (engram_log_level_t)i;
+    fprintf(stderr, "engram[%d] WARN ENGRAM_LOG_LEVEL=%s is not one of error|warn|info|debug|trace; using warn\n",
+            (int)getpid(), env);
+    return ENGRAM_LOG_LEVEL_WARN;
+}
+
+engram_log_level_t engram_log_level(void)
+{
+    /* Racy first read is harmless: every thread computes the same value. */
+    static int cached = -1;
+    if (cached < 0)
+        cached = (int)parse_level();
+    return (engram_log_level_t)cached;
+}
+
+static void vwrite(engram_log_level_t level, const char *file, int line, const char *fmt, va_list ap)
+{
+    char msg[1024];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    const char *base = strrchr(file, '/');
+    fprintf(stderr, "engram[%d] %s %s:%d %s\n", (int)getpid(), level_names[level], base ? base + 1 : file, line,
+            msg);
+}
+
+void engram_log_write(engram_log_level_t level, const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vwrite(level, file, line, fmt, ap);
+    va_end(ap);
+}
+
+engram_status_t engram_error_at(engram_status_t status, const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    va_end(ap);
+    if (engram_log_level() >= ENGRAM_LOG_LEVEL_ERROR)
+        engram_log_write(ENGRAM_LOG_LEVEL_ERROR, file, line, "%s (%s)", last_error, engram_status_str(status));
+    return status;
+}
+
+const char *engram_last_error(void)
+{
+    return last_error;
+}
