@@ -7,24 +7,8 @@
 #include "hal/config.h"
 #include "hal/config_keys.h"
 #include "hal/status.h"
-
-#define CHECK(cond)                                                                 \
-    do {                                                                            \
-        if (!(cond)) {                                                              \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            exit(1);                                                                \
-        }                                                                           \
-    } while (0)
-#define CHECK_OK(expr) CHECK((expr) == ENGRAM_OK)
-#define CHECK_ERROR(expr, status, text)                                              \
-    do {                                                                             \
-        CHECK((expr) == (status));                                                   \
-        if (strstr(engram_last_error(), (text)) == NULL) {                           \
-            fprintf(stderr, "%s:%d: error '%s' lacks '%s'\n", __FILE__, __LINE__,    \
-                    engram_last_error(), (text));                                    \
-            exit(1);                                                                 \
-        }                                                                            \
-    } while (0)
+#include "hal/testdata/check_error.h"
+#include "tests/check.h"
 
 static char file_path[4096];
 
