@@ -1,0 +1,99 @@
+/* Context: configuration, group and the opened transport.
+ *
+ * engram_context_create, step by step (collective):
+ *   1. copy the configuration (or read defaults, file and env);
+ *   2. select the transport (registry: explicit name, plugin, or auto);
+ *   3. open it on the group (the transport exchanges its addresses);
+ *   4. check the queue count against what it offers, and agree on the
+ *      outcome with every rank so that none is left waiting. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engram/internal.h"
+#include "hal/log.h"
+#include "hal/registry.h"
+
+_Static_assert(ENGRAM_ROUTE_AGGREGATE == ENGRAM_GET_AGGREGATE, "routing.h mirrors the transport flag");
+
+static engram_status_t load_config(const engram_config_t *cfg, engram_config_t *dst)
+{
+    if (cfg != NULL) {
+        *dst = *cfg;
+        return ENGRAM_OK;
+    }
+    engram_config_t *fresh;
+    engram_status_t st = engram_config_create(&fresh);
+    if (st != ENGRAM_OK)
+        return st;
+    *dst = *fresh;
+    engram_config_destroy(fresh);
+    return ENGRAM_OK;
+}
+
+static engram_status_t choose_queues(engram_context_t *ctx)
+{
+    int want = (int)ctx->cfg.num_qps;
+    int have = ctx->caps.max_queues;
+    if (have < 1)
+        return ENGRAM_ERROR(ENGRAM_ERR_TRANSPORT, "transport %s offers no queues", ctx->ops->name);
+    if (want > have)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "num_qps=%d exceeds the %d queues transport %s offers", want,
+                            have, ctx->ops->name);
+    ctx->num_queues = want == 0 ? have : want;
+    return ENGRAM_OK;
+}
+
+engram_status_t engram_context_create(const engram_config_t *cfg, engram_group_t *group, engram_context_t **out)
+{
+    if (group == NULL || out == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_context_create: group and out must not be NULL");
+    engram_context_t *ctx = calloc(1, sizeof(*ctx));
+    engram_status_t st = ctx ? ENGRAM_OK : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate a context");
+    if (st == ENGRAM_OK)
+        st = load_config(cfg, &ctx->cfg);
+    st = engram_agree(group, st);
+    if (st != ENGRAM_OK)
+        goto err_free_ctx;
+    ctx->group = group;
+    engram_group_set_timeout(group, (int)ctx->cfg.timeout_ms);
+
+    st = engram_registry_select(group, &ctx->cfg, &ctx->ops);
+    st = engram_agree(group, st);
+    if (st != ENGRAM_OK)
+        goto err_free_ctx;
+    /* open is collective; a transport returns the same status on every rank */
+    st = ctx->ops->open(group, &ctx->cfg, &ctx->transport);
+    if (st != ENGRAM_OK)
+        goto err_free_ctx;
+    ctx->ops->caps(ctx->transport, &ctx->caps);
+    st = engram_agree(group, choose_queues(ctx));
+    if (st != ENGRAM_OK)
+        goto err_close_transport;
+    ENGRAM_INFO("context on transport %s, %d queues", ctx->ops->name, ctx->num_queues);
+    *out = ctx;
+    return ENGRAM_OK;
+
+err_close_transport:
+    ctx->ops->close(ctx->transport);
+err_free_ctx:
+    free(ctx);
+    return st;
+}
+
+engram_status_t engram_context_destroy(engram_context_t *ctx)
+{
+    if (ctx == NULL)
+        return ENGRAM_OK;
+    if (ctx->live_tables > 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_context_destroy: %d tables still exist; destroy them first",
+                            ctx->live_tables);
+    engram_status_t st = engram_group_barrier(ctx->group);
+    ctx->ops->close(ctx->transport);
+    free(ctx);
+    return st;
+}
+
+const char *engram_context_transport(const engram_context_t *ctx)
+{
+    return ctx ? ctx->ops->name : "";
+}

@@ -1,0 +1,119 @@
+/* engram: one-sided remote row lookups over a table sharded across ranks.
+ *
+ * Lifecycle (every call marked "collective" is made by all ranks of the
+ * group, in the same order):
+ *   engram_config_create -> engram_context_create (collective: selects and
+ *   opens the transport) -> engram_table_create (collective) -> engram_write
+ *   (collective) -> engram_fetch / engram_test / engram_wait /
+ *   engram_fetch_release (local, any number, up to fetch_slots in flight) ->
+ *   engram_table_destroy (collective) -> engram_context_destroy (collective).
+ *
+ * Errors: every call returns an engram_status_t; the details of a failure
+ * are logged once and available from engram_last_error(). Out-parameters are
+ * set only on success (the one exception, ENGRAM_ERR_BAD_INDEX from
+ * engram_wait, is documented there). */
+#ifndef ENGRAM_ENGRAM_H
+#define ENGRAM_ENGRAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "hal/config.h"
+#include "hal/group.h"
+#include "hal/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ENGRAM_VERSION_STRING "0.1.0"
+#define ENGRAM_ROW_ALIGN 32u /* table rows are stored at a multiple of this */
+
+typedef struct engram_context engram_context_t;
+typedef struct engram_table engram_table_t;
+typedef struct engram_fetch engram_fetch_t;
+
+typedef enum engram_recv_location {
+    ENGRAM_RECV_HOST = 0, /* rows land in host memory */
+    ENGRAM_RECV_CUDA = 1, /* rows land in GPU memory (needs a CUDA build) */
+} engram_recv_location_t;
+
+typedef struct engram_storage_hint {
+    uint64_t row_stride;      /* bytes between table rows: row_bytes rounded up to 32 */
+    uint64_t cpu_table_bytes; /* host bytes per rank for the table shard */
+    uint64_t gpu_recv_bytes;  /* receive bytes for max_rows_per_fetch rows */
+} engram_storage_hint_t;
+
+ENGRAM_API engram_status_t engram_storage_size_hint(uint64_t entries_per_rank, uint32_t row_bytes,
+                                                    uint64_t max_rows_per_fetch, engram_storage_hint_t *out);
+
+/* Collective. cfg may be NULL (defaults + file + env). The context keeps a
+ * copy of cfg and borrows group, which must outlive it. */
+ENGRAM_API engram_status_t engram_context_create(const engram_config_t *cfg, engram_group_t *group,
+                                                 engram_context_t **out);
+/* Collective. ENGRAM_ERR_BUSY (and nothing destroyed) while tables exist. */
+ENGRAM_API engram_status_t engram_context_destroy(engram_context_t *ctx);
+/* Name of the transport the context runs on ("loopback", "ucx", ...). */
+ENGRAM_API const char *engram_context_transport(const engram_context_t *ctx);
+
+typedef struct engram_table_params {
+    size_t size;                 /* sizeof(engram_table_params_t) */
+    uint64_t entries_per_rank;   /* rows in each rank's shard */
+    uint32_t row_bytes;          /* bytes per row (e.g. 256: 128 bf16, or 256 fp8) */
+    uint32_t entries_per_token;  /* rows fetched per token */
+    uint32_t max_tokens;         /* largest num_tokens of one fetch */
+    uint32_t scale_packs;        /* 4-byte scale packs per row; 0 = no scales */
+    engram_recv_location_t recv; /* where fetched rows land */
+} engram_table_params_t;
+
+/* Collective: validates that every rank passed the same params, allocates
+ * this rank's shard and receive slots, registers the shard with the
+ * transport (exchanging handles with the peers), and ends with a barrier.
+ * A failure on any rank releases everything on every rank and returns an
+ * error everywhere (bounded by the timeout_ms key). */
+ENGRAM_API engram_status_t engram_table_create(engram_context_t *ctx, const engram_table_params_t *params,
+                                               engram_table_t **out);
+/* Collective. ENGRAM_ERR_BUSY (and nothing destroyed) while fetches of this
+ * rank are not released. */
+ENGRAM_API engram_status_t engram_table_destroy(engram_table_t *table);
+
+/* Collective: barrier, copy this rank's shard, barrier.
+ * rows: [entries_per_rank][row_bytes] of this rank's shard; row_bytes must
+ * equal the table's. scales: the replicated global table
+ * [ranks * entries_per_rank][scale_packs] (every rank passes all of it;
+ * scales are gathered locally at fetch time, never sent over the wire);
+ * NULL iff scale_packs == 0. Nothing is written unless every rank's
+ * arguments are valid and no rank has a fetch in flight. */
+ENGRAM_API engram_status_t engram_write(engram_table_t *table, const void *rows, uint32_t row_bytes,
+                                        const uint32_t *scales);
+
+#define ENGRAM_FETCH_SF_COL_MAJOR (1u << 0) /* scales TMA-aligned column-major */
+
+/* Issues the gets for indices[num_tokens][entries_per_token] (global row
+ * indices) and returns at once; up to fetch_slots fetches per table may be
+ * in flight (ENGRAM_ERR_BUSY beyond). num_tokens may be 0. */
+ENGRAM_API engram_status_t engram_fetch(engram_table_t *table, const int64_t *indices, uint32_t num_tokens,
+                                        unsigned flags, engram_fetch_t **out);
+/* ENGRAM_OK when complete, ENGRAM_INPROGRESS, or an error. */
+ENGRAM_API engram_status_t engram_test(engram_fetch_t *fetch);
+/* Waits (bounded by timeout_ms) and returns the rows
+ * [num_tokens][entries_per_token * row_bytes] and, if the table has
+ * scales, the scales: row-major [num_tokens][entries_per_token *
+ * scale_packs], or with ENGRAM_FETCH_SF_COL_MAJOR column-major with token
+ * stride 1 and column stride num_tokens rounded up to a multiple of 4.
+ * Pointers stay valid until engram_fetch_release.
+ * ENGRAM_ERR_BAD_INDEX: some indices were out of range; those rows (and
+ * their scales) are zero-filled, the others are valid, rows/scales ARE set,
+ * and the message (engram_last_error) gives the count and the first
+ * offending (token, entry); engram_fetch_bad_indices gives them too. */
+ENGRAM_API engram_status_t engram_wait(engram_fetch_t *fetch, const void **rows, const uint32_t **scales);
+ENGRAM_API void engram_fetch_bad_indices(const engram_fetch_t *fetch, uint64_t *count, uint32_t *first_token,
+                                         uint32_t *first_entry);
+/* Frees the fetch's receive slot. A fetch must be complete (waited or
+ * tested OK) or failed before release; releasing one still in flight waits
+ * for it first. */
+ENGRAM_API void engram_fetch_release(engram_fetch_t *fetch);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,237 @@
+/* Fetch: route every index, issue one get per row with the flush policy of
+ * routing.h, gather scales locally, then flush each (queue, peer) that got
+ * requests; test/wait complete those flush requests. */
+#include <string.h>
+#include <time.h>
+
+#include "engram/internal.h"
+#include "hal/log.h"
+
+static engram_fetch_t *take_slot(engram_table_t *t)
+{
+    for (int s = 0; s < t->num_slots; s++)
+        if (!t->slots[s].in_use)
+            return &t->slots[s];
+    return NULL;
+}
+
+static void note_bad(engram_fetch_t *f, uint32_t token, uint32_t entry)
+{
+    if (f->bad_count++ == 0) {
+        f->first_bad_token = token;
+        f->first_bad_entry = entry;
+    }
+}
+
+static void gather_scales(engram_fetch_t *f, uint32_t token, uint32_t entry, const uint32_t *src)
+{
+    const engram_table_params_t *p = &f->table->params;
+    uint32_t packs = p->scale_packs;
+    uint32_t col0 = entry * packs;
+    if (f->flags & ENGRAM_FETCH_SF_COL_MAJOR) {
+        uint32_t stride = engram_sf_col_stride(f->num_tokens);
+        for (uint32_t k = 0; k < packs; k++)
+            f->sf[(uint64_t)(col0 + k) * stride + token] = src ? src[k] : 0;
+    } else {
+        uint32_t *dst = f->sf + ((uint64_t)token * p->entries_per_token) * packs + col0;
+        for (uint32_t k = 0; k < packs; k++)
+            dst[k] = src ? src[k] : 0;
+    }
+}
+
+/* Issues every row; returns the first transport error (the fetch is then
+ * failed, but rows already issued are still flushed by the caller). */
+static engram_status_t issue_rows(engram_fetch_t *f, const int64_t *indices)
+{
+    engram_table_t *t = f->table;
+    engram_context_t *ctx = t->ctx;
+    const engram_transport_ops_t *ops = ctx->ops;
+    const engram_route_shape_t *shape = &t->shape;
+    const uint32_t ept = t->params.entries_per_token;
+    const uint32_t row_bytes = t->params.row_bytes;
+    const uint32_t depth = (uint32_t)ctx->cfg.flush_depth;
+    const uint64_t queues = (uint64_t)ctx->num_queues;
+    const uint64_t recv_base = (uint64_t)((char *)f->rows - (char *)t->recv->addr);
+    for (uint32_t tok = 0; tok < f->num_tokens; tok++) {
+        /* contiguous token ranges per queue, as the GPU kernel's blocks */
+        int queue = (int)((uint64_t)tok * queues / f->num_tokens);
+        uint32_t *counters = f->counters + (uint64_t)queue * t->num_peers;
+        for (uint32_t e = 0; e < ept; e++) {
+            uint64_t row = (uint64_t)tok * ept + e;
+            int64_t idx = indices[row];
+            engram_route_t r;
+            if (!engram_route_index(shape, idx, &r)) {
+                note_bad(f, tok, e);
+                memset((char *)f->rows + row * row_bytes, 0, row_bytes);
+                if (f->sf)
+                    gather_scales(f, tok, e, NULL);
+                continue;
+            }
+            unsigned flags = engram_flush_next_flags(&counters[r.peer], depth);
+            engram_status_t st = ops->get(ctx->transport, queue, (int)r.peer, t->shard_region, r.src_off,
+                                          t->recv_region, recv_base + row * row_bytes, row_bytes, flags);
+            if (st != ENGRAM_OK)
+                return st;
+            if (f->sf)
+                gather_scales(f, tok, e, t->scales + (uint64_t)idx * t->params.scale_packs);
+        }
+    }
+    return ENGRAM_OK;
+}
+
+static engram_status_t flush_peers(engram_fetch_t *f)
+{
+    engram_table_t *t = f->table;
+    engram_context_t *ctx = t->ctx;
+    engram_status_t first = ENGRAM_OK;
+    for (int q = 0; q < ctx->num_queues; q++) {
+        for (int p = 0; p < t->num_peers; p++) {
+            uint32_t *c = &f->counters[(uint64_t)q * t->num_peers + p];
+            if (!engram_flush_needed(*c))
+                continue;
+            *c = 0;
+            engram_request_t *req;
+            engram_status_t st = ctx->ops->flush(ctx->transport, q, p, &req);
+            if (st == ENGRAM_OK)
+                f->reqs[f->num_reqs++] = req;
+            else if (first == ENGRAM_OK)
+                first = st;
+        }
+    }
+    return first;
+}
+
+static engram_status_t check_fetch(const engram_table_t *t, const int64_t *indices, uint32_t num_tokens,
+                                   unsigned flags)
+{
+    if (!t->written)
+        return ENGRAM_ERROR(ENGRAM_ERR_STATE, "engram_fetch before any engram_write on this table");
+    if (num_tokens > t->params.max_tokens)
+        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "engram_fetch: %u tokens exceed the receive buffer's max_tokens %u",
+                            num_tokens, t->params.max_tokens);
+    if (indices == NULL && num_tokens > 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch: indices is NULL");
+    if (flags & ~ENGRAM_FETCH_SF_COL_MAJOR)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch: unknown flags 0x%x", flags);
+    return ENGRAM_OK;
+}
+
+engram_status_t engram_fetch(engram_table_t *t, const int64_t *indices, uint32_t num_tokens, unsigned flags,
+                             engram_fetch_t **out)
+{
+    if (t == NULL || out == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch: table and out must not be NULL");
+    engram_status_t st = check_fetch(t, indices, num_tokens, flags);
+    if (st != ENGRAM_OK)
+        return st;
+    engram_fetch_t *f = take_slot(t);
+    if (f == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_fetch: all %d receive slots are in flight (fetch_slots); "
+                                             "wait and release one first", t->num_slots);
+    f->in_use = true;
+    f->completed = false;
+    f->num_tokens = num_tokens;
+    f->flags = flags;
+    f->num_reqs = 0;
+    f->bad_count = 0;
+    t->fetches_in_flight++;
+    st = issue_rows(f, indices);
+    engram_status_t fst = flush_peers(f);
+    f->status = st != ENGRAM_OK ? st : fst;
+    *out = f;
+    return ENGRAM_OK;
+}
+
+/* Tests outstanding requests, dropping the completed ones. */
+engram_status_t engram_test(engram_fetch_t *f)
+{
+    if (f == NULL || !f->in_use)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_test: not a fetch in flight");
+    engram_table_t *t = f->table;
+    engram_context_t *ctx = t->ctx;
+    int i = 0;
+    while (i < f->num_reqs) {
+        engram_status_t st = ctx->ops->test(ctx->transport, f->reqs[i]);
+        if (st == ENGRAM_INPROGRESS) {
+            i++;
+            continue;
+        }
+        if (st != ENGRAM_OK && f->status == ENGRAM_OK)
+            f->status = st;
+        ctx->ops->request_free(ctx->transport, f->reqs[i]);
+        f->reqs[i] = f->reqs[--f->num_reqs];
+    }
+    if (f->num_reqs > 0)
+        return ENGRAM_INPROGRESS;
+    f->completed = true;
+    return f->status;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static engram_status_t wait_complete(engram_fetch_t *f)
+{
+    int64_t deadline = 0;
+    for (unsigned spins = 0;; spins++) {
+        engram_status_t st = engram_test(f);
+        if (st != ENGRAM_INPROGRESS)
+            return st;
+        if ((spins & 1023) == 0) {
+            int64_t now = now_ms();
+            if (deadline == 0)
+                deadline = now + f->table->ctx->cfg.timeout_ms;
+            else if (now > deadline)
+                return ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT, "engram_wait: %d flush requests still pending after %lld ms",
+                                    f->num_reqs, (long long)f->table->ctx->cfg.timeout_ms);
+        }
+    }
+}
+
+engram_status_t engram_wait(engram_fetch_t *f, const void **rows, const uint32_t **scales)
+{
+    if (f == NULL || !f->in_use)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_wait: not a fetch in flight");
+    engram_status_t st = f->completed ? f->status : wait_complete(f);
+    if (st != ENGRAM_OK)
+        return st;
+    if (rows)
+        *rows = f->rows;
+    if (scales)
+        *scales = f->sf;
+    if (f->bad_count > 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_BAD_INDEX,
+                            "engram_wait: %llu indices out of range [0, %llu), first at token %u entry %u; "
+                            "those rows are zero-filled",
+                            (unsigned long long)f->bad_count, (unsigned long long)f->table->shape.total_entries,
+                            f->first_bad_token, f->first_bad_entry);
+    return ENGRAM_OK;
+}
+
+void engram_fetch_bad_indices(const engram_fetch_t *f, uint64_t *count, uint32_t *first_token, uint32_t *first_entry)
+{
+    if (count)
+        *count = f ? f->bad_count : 0;
+    if (first_token)
+        *first_token = f && f->bad_count ? f->first_bad_token : 0;
+    if (first_entry)
+        *first_entry = f && f->bad_count ? f->first_bad_entry : 0;
+}
+
+void engram_fetch_release(engram_fetch_t *f)
+{
+    if (f == NULL || !f->in_use)
+        return;
+    if (!f->completed && wait_complete(f) == ENGRAM_ERR_TIMEOUT) {
+        /* The transport still owns these requests; dropping them here would
+         * let it write into a slot that gets reused. Keep the slot taken. */
+        ENGRAM_WARN("engram_fetch_release: fetch still in flight after the timeout; its slot stays reserved");
+        return;
+    }
+    f->in_use = false;
+    f->table->fetches_in_flight--;
+}

@@ -1,0 +1,61 @@
+/* Engram layer internals shared by context.c, table.c, fetch.c. */
+#ifndef ENGRAM_ENGRAM_INTERNAL_H
+#define ENGRAM_ENGRAM_INTERNAL_H
+
+#include <stdbool.h>
+#include "engram/engram.h"
+#include "engram/routing.h"
+#include "hal/config_keys.h"
+#include "hal/transport.h"
+
+struct engram_context {
+    engram_config_t cfg;
+    engram_group_t *group;
+    const engram_transport_ops_t *ops;
+    engram_transport_t *transport;
+    engram_transport_caps_t caps;
+    int num_queues;
+    int live_tables;
+};
+
+struct engram_fetch {
+    engram_table_t *table;
+    bool in_use;     /* slot taken by a fetch not yet released */
+    bool completed;  /* every flush request has completed */
+    engram_status_t status; /* first error seen, sticky */
+    uint32_t num_tokens;
+    unsigned flags;
+    void *rows;      /* this slot's receive rows */
+    uint32_t *sf;    /* this slot's scales */
+    uint32_t *counters;        /* [queues][peers] requests issued this fetch */
+    engram_request_t **reqs;   /* flush requests still to complete */
+    int num_reqs;
+    uint64_t bad_count;
+    uint32_t first_bad_token, first_bad_entry;
+};
+
+struct engram_table {
+    engram_context_t *ctx;
+    engram_table_params_t params;
+    engram_route_shape_t shape;
+    int num_peers;
+    uint64_t slot_row_bytes; /* max_tokens * entries_per_token * row_bytes */
+    uint64_t slot_sf_elems;  /* scale packs per slot, room for the column-major padding */
+    engram_segment_t *shard;
+    engram_region_t *shard_region;
+    engram_segment_t *recv;
+    engram_region_t *recv_region;
+    uint32_t *scales; /* replicated global scales, [total_entries][scale_packs] */
+    uint32_t *sf_recv;
+    bool written;
+    int fetches_in_flight;
+    int num_slots;
+    engram_fetch_t *slots;
+};
+
+/* Collective: every rank contributes its status; returns OK only if all
+ * ranks are OK, else this rank's own error or the first failing rank's
+ * (logged with its rank). Waiting is bounded by the group's timeout. */
+engram_status_t engram_agree(engram_group_t *group, engram_status_t local);
+
+#endif

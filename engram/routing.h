@@ -1,0 +1,75 @@
+/* Routing decomposition and flush control, header-only and usable from C
+ * and CUDA: the host fetch loop and the GPU kernels include this one file,
+ * so the math cannot drift between them.
+ *
+ *   owner = idx / entries_per_rank, local = idx % entries_per_rank
+ *   direct: peer = owner,            intra = 0
+ *   hybrid: peer = owner / scaleup,  intra = owner % scaleup
+ *   src_off = intra * rank_stride + local * row_stride      (64-bit)
+ *
+ * An index outside [0, ranks * entries_per_rank) never becomes an offset. */
+#ifndef ENGRAM_ENGRAM_ROUTING_H
+#define ENGRAM_ENGRAM_ROUTING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define ENGRAM_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define ENGRAM_HOST_DEVICE static inline
+#endif
+
+/* Mirrors ENGRAM_GET_AGGREGATE in hal/transport.h (checked there). */
+#define ENGRAM_ROUTE_AGGREGATE 1u
+
+typedef struct engram_route_shape {
+    uint64_t entries_per_rank;
+    uint64_t total_entries; /* ranks * entries_per_rank */
+    uint64_t rank_stride;   /* bytes between local ranks' shards in a node span */
+    uint64_t row_stride;    /* bytes between rows of a shard */
+    uint32_t scaleup;       /* ranks per node (hybrid); 1 in direct mode */
+    uint32_t hybrid;        /* 0 = direct, 1 = hybrid (rail) */
+} engram_route_shape_t;
+
+typedef struct engram_route {
+    uint32_t peer;    /* rank (direct) or node (hybrid) */
+    uint64_t src_off; /* byte offset in the peer's registered region */
+} engram_route_t;
+
+/* false (and *r untouched) for an out-of-range index. */
+ENGRAM_HOST_DEVICE bool engram_route_index(const engram_route_shape_t *s, int64_t idx, engram_route_t *r)
+{
+    if (idx < 0 || (uint64_t)idx >= s->total_entries)
+        return false;
+    uint64_t owner = (uint64_t)idx / s->entries_per_rank;
+    uint64_t local = (uint64_t)idx % s->entries_per_rank;
+    uint64_t peer = s->hybrid ? owner / s->scaleup : owner;
+    uint64_t intra = s->hybrid ? owner % s->scaleup : 0;
+    r->peer = (uint32_t)peer;
+    r->src_off = intra * s->rank_stride + local * s->row_stride;
+    return true;
+}
+
+/* Flush control: counter is the (queue, peer) request count of this fetch.
+ * Every get carries AGGREGATE except each flush_depth-th, which rings the
+ * doorbell. Returns the get flags. */
+ENGRAM_HOST_DEVICE unsigned engram_flush_next_flags(uint32_t *counter, uint32_t flush_depth)
+{
+    uint32_t n = ++*counter;
+    return (n % flush_depth == 0) ? 0u : ENGRAM_ROUTE_AGGREGATE;
+}
+
+/* After issue: a (queue, peer) that received requests is flushed once. */
+ENGRAM_HOST_DEVICE bool engram_flush_needed(uint32_t counter)
+{
+    return counter != 0;
+}
+
+/* Column stride of TMA-aligned column-major scales. */
+ENGRAM_HOST_DEVICE uint32_t engram_sf_col_stride(uint32_t num_tokens)
+{
+    return (num_tokens + 3u) & ~3u;
+}
+
+#endif

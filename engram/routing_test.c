@@ -1,0 +1,96 @@
+/* Routing decomposition at the boundaries, in both modes, with offsets past
+ * 4 GiB; and the flush policy's AGGREGATE pattern. */
+#include "engram/routing.h"
+#include "tests/check.h"
+
+static engram_route_shape_t shape(uint64_t epr, uint32_t ranks, uint32_t scaleup, uint64_t row_stride, int hybrid)
+{
+    engram_route_shape_t s = {
+        .entries_per_rank = epr,
+        .total_entries = epr * ranks,
+        .rank_stride = epr * row_stride,
+        .row_stride = row_stride,
+        .scaleup = hybrid ? scaleup : 1,
+        .hybrid = (uint32_t)hybrid,
+    };
+    return s;
+}
+
+static void check_direct_boundaries(void)
+{
+    engram_route_shape_t s = shape(1000, 4, 1, 256, 0);
+    engram_route_t r;
+    for (uint32_t owner = 0; owner < 4; owner++) {
+        CHECK(engram_route_index(&s, (int64_t)owner * 1000, &r));
+        CHECK(r.peer == owner && r.src_off == 0);
+        CHECK(engram_route_index(&s, (int64_t)owner * 1000 + 999, &r));
+        CHECK(r.peer == owner && r.src_off == 999u * 256u);
+    }
+}
+
+static void check_hybrid_boundaries(void)
+{
+    /* 4 ranks as 2 nodes x 2: owner 3 is node 1, intra 1 */
+    engram_route_shape_t s = shape(1000, 4, 2, 256, 1);
+    engram_route_t r;
+    for (uint32_t owner = 0; owner < 4; owner++) {
+        CHECK(engram_route_index(&s, (int64_t)owner * 1000, &r));
+        CHECK(r.peer == owner / 2);
+        CHECK(r.src_off == (owner % 2) * s.rank_stride);
+        CHECK(engram_route_index(&s, (int64_t)owner * 1000 + 999, &r));
+        CHECK(r.src_off == (owner % 2) * s.rank_stride + 999u * 256u);
+    }
+}
+
+static void check_out_of_range(void)
+{
+    engram_route_shape_t s = shape(1000, 4, 2, 256, 1);
+    engram_route_t r = {.peer = 77, .src_off = 77};
+    CHECK(!engram_route_index(&s, -1, &r));
+    CHECK(!engram_route_index(&s, 4000, &r));
+    CHECK(!engram_route_index(&s, INT64_MIN, &r));
+    CHECK(!engram_route_index(&s, INT64_MAX, &r));
+    CHECK(r.peer == 77 && r.src_off == 77); /* untouched */
+}
+
+static void check_past_4gib(void)
+{
+    /* 32 M rows of 256 B = 8 GiB per rank */
+    const uint64_t epr = 32ull << 20;
+    engram_route_shape_t d = shape(epr, 8, 1, 256, 0);
+    engram_route_t r;
+    CHECK(engram_route_index(&d, (int64_t)(7 * epr + epr - 1), &r));
+    CHECK(r.peer == 7 && r.src_off == (epr - 1) * 256);
+    CHECK(r.src_off > (4ull << 30));
+    engram_route_shape_t h = shape(epr, 8, 4, 256, 1);
+    CHECK(engram_route_index(&h, (int64_t)(7 * epr + epr - 1), &r));
+    CHECK(r.peer == 1 && r.src_off == 3 * h.rank_stride + (epr - 1) * 256);
+    CHECK(r.src_off > (24ull << 30));
+}
+
+static void check_flush_pattern(void)
+{
+    uint32_t counter = 0;
+    for (uint32_t n = 1; n <= 3 * 768 + 5; n++) {
+        unsigned flags = engram_flush_next_flags(&counter, 768);
+        CHECK(counter == n);
+        CHECK(flags == (n % 768 == 0 ? 0u : ENGRAM_ROUTE_AGGREGATE));
+    }
+    counter = 0;
+    CHECK(!engram_flush_needed(counter));
+    CHECK(engram_flush_next_flags(&counter, 1) == 0); /* depth 1: every get rings */
+    CHECK(engram_flush_needed(counter));
+    CHECK(engram_sf_col_stride(0) == 0 && engram_sf_col_stride(1) == 4 && engram_sf_col_stride(4) == 4 &&
+          engram_sf_col_stride(5) == 8);
+}
+
+int main(void)
+{
+    check_direct_boundaries();
+    check_hybrid_boundaries();
+    check_out_of_range();
+    check_past_4gib();
+    check_flush_pattern();
+    puts("routing_test: ok");
+    return 0;
+}

@@ -1,0 +1,282 @@
+/* Tables: storage sizing, collective create/destroy, and write.
+ *
+ * engram_table_create, step by step (collective, as DeepEP's Buffer):
+ *   1. gather peer info: every rank validates its params locally and the
+ *      params are allgathered, so a mismatch fails on every rank;
+ *   2. allocate locally: the shard (host segment, rows at a 32-byte stride),
+ *      the receive slots and the scale buffers; agree on the outcome;
+ *   3. exchange handles and map: the transport registers the shard
+ *      symmetrically (per rank in direct mode, per node span in hybrid);
+ *   4. register the receive slots as the local destination; agree;
+ *   5. barrier. Any failure unwinds what this rank took, on every rank. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engram/internal.h"
+#include "hal/log.h"
+#include "memory/host_segment.h"
+
+static uint64_t round_up(uint64_t v, uint64_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+engram_status_t engram_storage_size_hint(uint64_t entries_per_rank, uint32_t row_bytes, uint64_t max_rows_per_fetch,
+                                         engram_storage_hint_t *out)
+{
+    if (out == NULL || entries_per_rank == 0 || row_bytes == 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "storage_size_hint: entries_per_rank and row_bytes must be > 0");
+    uint64_t stride = round_up(row_bytes, ENGRAM_ROW_ALIGN);
+    if (entries_per_rank > UINT64_MAX / stride || max_rows_per_fetch > UINT64_MAX / stride)
+        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "storage_size_hint: %llu rows of %llu bytes overflow 64 bits",
+                            (unsigned long long)entries_per_rank, (unsigned long long)stride);
+    out->row_stride = stride;
+    out->cpu_table_bytes = entries_per_rank * stride;
+    out->gpu_recv_bytes = max_rows_per_fetch * stride;
+    return ENGRAM_OK;
+}
+
+static engram_status_t check_params(const engram_context_t *ctx, const engram_table_params_t *p)
+{
+    if (p == NULL || p->size < sizeof(*p))
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "table params missing or built against an older header (size %zu)",
+                            p ? p->size : 0);
+    if (p->entries_per_rank == 0 || p->row_bytes == 0 || p->entries_per_token == 0 || p->max_tokens == 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
+                            "table params: entries_per_rank, row_bytes, entries_per_token and max_tokens must be > 0");
+    if (p->recv == ENGRAM_RECV_CUDA)
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "recv=CUDA needs the CUDA receive path, not in this build");
+    if (p->recv != ENGRAM_RECV_HOST)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "table params: unknown recv location %d", (int)p->recv);
+    uint64_t ranks = (uint64_t)engram_group_size(ctx->group);
+    if (p->entries_per_rank > (uint64_t)INT64_MAX / ranks)
+        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "table params: %llu entries x %llu ranks exceed int64 indices",
+                            (unsigned long long)p->entries_per_rank, (unsigned long long)ranks);
+    if (ctx->cfg.mode == ENGRAM_MODE_HYBRID && !(ctx->caps.flags & ENGRAM_CAP_HYBRID))
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "mode=hybrid: transport %s has no node-span regions",
+                            ctx->ops->name);
+    return ENGRAM_OK;
+}
+
+/* Step 1: local validation plus the same params on every rank. */
+static engram_status_t agree_on_params(engram_context_t *ctx, const engram_table_params_t *p)
+{
+    engram_status_t st = check_params(ctx, p);
+    engram_table_params_t mine;
+    memset(&mine, 0, sizeof(mine));
+    if (st == ENGRAM_OK)
+        memcpy(&mine, p, sizeof(mine));
+    int n = engram_group_size(ctx->group);
+    engram_table_params_t *all = calloc((size_t)n, sizeof(*all));
+    if (all == NULL)
+        st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate %d param records", n);
+    st = engram_agree(ctx->group, st);
+    if (st != ENGRAM_OK)
+        goto out;
+    st = engram_group_allgather(ctx->group, &mine, all, sizeof(mine));
+    for (int r = 0; st == ENGRAM_OK && r < n; r++)
+        if (memcmp(&all[r], &all[0], sizeof(mine)) != 0)
+            st = ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_table_create: rank %d passed different params from rank 0",
+                              r);
+out:
+    free(all);
+    return st;
+}
+
+static void fill_shape(engram_table_t *t)
+{
+    const engram_context_t *ctx = t->ctx;
+    int size = engram_group_size(ctx->group);
+    int local = engram_group_local_size(ctx->group);
+    bool hybrid = ctx->cfg.mode == ENGRAM_MODE_HYBRID;
+    t->shape.entries_per_rank = t->params.entries_per_rank;
+    t->shape.total_entries = t->params.entries_per_rank * (uint64_t)size;
+    t->shape.rank_stride = t->shard->size;
+    t->shape.row_stride = round_up(t->params.row_bytes, ENGRAM_ROW_ALIGN);
+    t->shape.scaleup = hybrid ? (uint32_t)local : 1u;
+    t->shape.hybrid = hybrid;
+    t->num_peers = hybrid ? size / local : size;
+}
+
+static engram_status_t alloc_segment(const engram_config_t *cfg, uint64_t bytes, engram_segment_t **out)
+{
+    engram_segment_params_t sp = {
+        .size = sizeof(sp), .bytes = bytes, .numa_node = (int)cfg->numa_node, .huge = cfg->huge_pages, .device = -1};
+    return engram_host_segment_ops.alloc(&sp, out);
+}
+
+static engram_status_t alloc_slots(engram_table_t *t)
+{
+    const engram_table_params_t *p = &t->params;
+    int queues = t->ctx->num_queues;
+    t->num_slots = (int)t->ctx->cfg.fetch_slots;
+    t->slot_row_bytes = (uint64_t)p->max_tokens * p->entries_per_token * p->row_bytes;
+    t->slot_sf_elems = (uint64_t)engram_sf_col_stride(p->max_tokens) * p->entries_per_token * p->scale_packs;
+    t->slots = calloc((size_t)t->num_slots, sizeof(*t->slots));
+    if (t->slots == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate %d fetch slots", t->num_slots);
+    size_t pairs = (size_t)queues * (size_t)t->num_peers;
+    for (int s = 0; s < t->num_slots; s++) {
+        engram_fetch_t *f = &t->slots[s];
+        f->table = t;
+        f->counters = calloc(pairs, sizeof(*f->counters));
+        f->reqs = calloc(pairs, sizeof(*f->reqs));
+        if (f->counters == NULL || f->reqs == NULL)
+            return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate flush state for %zu (queue, peer) pairs", pairs);
+    }
+    return ENGRAM_OK;
+}
+
+static void free_slots(engram_table_t *t)
+{
+    for (int s = 0; t->slots != NULL && s < t->num_slots; s++) {
+        free(t->slots[s].counters);
+        free(t->slots[s].reqs);
+    }
+    free(t->slots);
+}
+
+/* Step 2: everything this rank owns, before any exchange. */
+static engram_status_t alloc_local(engram_table_t *t)
+{
+    const engram_config_t *cfg = &t->ctx->cfg;
+    const engram_table_params_t *p = &t->params;
+    uint64_t stride = round_up(p->row_bytes, ENGRAM_ROW_ALIGN);
+    if (p->entries_per_rank > UINT64_MAX / stride)
+        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "table shard of %llu rows overflows 64 bits",
+                            (unsigned long long)p->entries_per_rank);
+    engram_status_t st = alloc_segment(cfg, p->entries_per_rank * stride, &t->shard);
+    if (st != ENGRAM_OK)
+        return st;
+    fill_shape(t);
+    st = alloc_slots(t);
+    if (st != ENGRAM_OK)
+        return st;
+    st = alloc_segment(cfg, t->slot_row_bytes * (uint64_t)t->num_slots, &t->recv);
+    if (st != ENGRAM_OK)
+        return st;
+    if (p->scale_packs > 0) {
+        t->scales = calloc(t->shape.total_entries * p->scale_packs, sizeof(uint32_t));
+        t->sf_recv = calloc(t->slot_sf_elems * (uint64_t)t->num_slots, sizeof(uint32_t));
+        if (t->scales == NULL || t->sf_recv == NULL)
+            return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate the replicated scales (%llu entries x %u packs)",
+                                (unsigned long long)t->shape.total_entries, p->scale_packs);
+    }
+    for (int s = 0; s < t->num_slots; s++) {
+        t->slots[s].rows = (char *)t->recv->addr + (uint64_t)s * t->slot_row_bytes;
+        t->slots[s].sf = t->sf_recv ? t->sf_recv + (uint64_t)s * t->slot_sf_elems : NULL;
+    }
+    return ENGRAM_OK;
+}
+
+static void free_local(engram_table_t *t)
+{
+    free(t->sf_recv);
+    free(t->scales);
+    if (t->recv)
+        t->recv->ops->free(t->recv);
+    free_slots(t);
+    if (t->shard)
+        t->shard->ops->free(t->shard);
+}
+
+engram_status_t engram_table_create(engram_context_t *ctx, const engram_table_params_t *params, engram_table_t **out)
+{
+    if (ctx == NULL || out == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_table_create: ctx and out must not be NULL");
+    engram_status_t st = agree_on_params(ctx, params);
+    if (st != ENGRAM_OK)
+        return st;
+    engram_table_t *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate a table");
+    else {
+        t->ctx = ctx;
+        t->params = *params;
+        st = alloc_local(t);
+    }
+    st = engram_agree(ctx->group, st);
+    if (st != ENGRAM_OK)
+        goto err_free_local;
+
+    engram_reg_span_t span = t->shape.hybrid ? ENGRAM_REG_NODE_SPAN : ENGRAM_REG_RANK;
+    st = ctx->ops->reg_symmetric(ctx->transport, t->shard, span, &t->shard_region);
+    if (st != ENGRAM_OK)
+        goto err_free_local;
+    st = engram_agree(ctx->group, ctx->ops->reg_local(ctx->transport, t->recv, &t->recv_region));
+    if (st != ENGRAM_OK)
+        goto err_dereg_shard;
+    st = engram_group_barrier(ctx->group);
+    if (st != ENGRAM_OK)
+        goto err_dereg_recv;
+    ctx->live_tables++;
+    *out = t;
+    return ENGRAM_OK;
+
+err_dereg_recv:
+    ctx->ops->dereg(ctx->transport, t->recv_region);
+err_dereg_shard:
+    ctx->ops->dereg(ctx->transport, t->shard_region);
+err_free_local:
+    if (t != NULL)
+        free_local(t);
+    free(t);
+    return st;
+}
+
+engram_status_t engram_table_destroy(engram_table_t *t)
+{
+    if (t == NULL)
+        return ENGRAM_OK;
+    if (t->fetches_in_flight > 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_table_destroy: %d fetches not released; wait and release them",
+                            t->fetches_in_flight);
+    engram_context_t *ctx = t->ctx;
+    /* No rank may unmap its shard while a peer could still be reading it. */
+    engram_status_t st = engram_group_barrier(ctx->group);
+    if (t->recv_region)
+        ctx->ops->dereg(ctx->transport, t->recv_region);
+    ctx->ops->dereg(ctx->transport, t->shard_region);
+    free_local(t);
+    ctx->live_tables--;
+    free(t);
+    return st;
+}
+
+static engram_status_t check_write(const engram_table_t *t, const void *rows, uint32_t row_bytes,
+                                   const uint32_t *scales)
+{
+    if (t->fetches_in_flight > 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_write: %d fetches of this table are in flight",
+                            t->fetches_in_flight);
+    if (rows == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_write: rows is NULL");
+    if (row_bytes != t->params.row_bytes)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_write: rows of %u bytes, table rows are %u bytes", row_bytes,
+                            t->params.row_bytes);
+    if ((scales != NULL) != (t->params.scale_packs > 0))
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_write: scales %s but the table has %u scale packs per row",
+                            scales ? "given" : "missing", t->params.scale_packs);
+    return ENGRAM_OK;
+}
+
+engram_status_t engram_write(engram_table_t *t, const void *rows, uint32_t row_bytes, const uint32_t *scales)
+{
+    if (t == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_write: table is NULL");
+    /* The agreement doubles as the opening barrier: no rank writes while a
+     * peer may still be fetching from the old contents. */
+    engram_status_t st = engram_agree(t->ctx->group, check_write(t, rows, row_bytes, scales));
+    if (st != ENGRAM_OK)
+        return st;
+    const char *src = rows;
+    char *dst = t->shard->addr;
+    for (uint64_t i = 0; i < t->params.entries_per_rank; i++)
+        memcpy(dst + i * t->shape.row_stride, src + i * row_bytes, row_bytes);
+    if (scales)
+        memcpy(t->scales, scales, t->shape.total_entries * t->params.scale_packs * sizeof(uint32_t));
+    st = engram_group_barrier(t->ctx->group);
+    if (st == ENGRAM_OK)
+        t->written = true;
+    return st;
+}

@@ -1,0 +1,121 @@
+/* Fetch correctness, bit for bit against the host reference: bf16 and
+ * fp8+scales in both layouts, direct and hybrid, 4 ranks on one node and 2
+ * emulated nodes x 2, uniform and zipf indices, tokens = 0, 1 and max, and
+ * many fetches in flight on one table.
+ * Usage: engram_fetch_test [transport]   (default loopback) */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/check.h"
+#include "tests/engram_harness.h"
+#include "tools/bench/bench.h"
+
+#define MAX_TOKENS 64u
+#define EPT 5u
+
+typedef struct scenario {
+    const char *transport;
+    bool hybrid;
+} scenario_t;
+
+static void make_indices(engram_group_t *g, uint64_t epr, bench_dist_t dist, uint32_t tokens, uint64_t seed,
+                         int64_t *out)
+{
+    bench_case_t c = {.ranks = engram_group_size(g), .entries_per_rank = epr, .tokens = tokens,
+                      .entries_per_token = EPT, .dist = dist, .seed = seed};
+    bench_make_indices(&c, engram_group_rank(g), out);
+}
+
+/* Every rank fetches the first and last entry of every rank. */
+static void check_boundaries(harness_t *h)
+{
+    int n = engram_group_size(h->g);
+    uint64_t epr = h->params.entries_per_rank;
+    int64_t idx[MAX_TOKENS * EPT];
+    uint32_t k = 0;
+    for (int r = 0; r < n; r++) {
+        idx[k++] = (int64_t)(r * epr);
+        idx[k++] = (int64_t)(r * epr + epr - 1);
+    }
+    while (k % EPT)
+        idx[k++] = 0;
+    bool match = false;
+    CHECK_OK(harness_fetch_check(h, idx, k / EPT, false, &match));
+    CHECK(match);
+}
+
+static void check_shapes(harness_t *h, bool col_major)
+{
+    static const uint32_t token_counts[] = {0, 1, 7, MAX_TOKENS};
+    int64_t *idx = malloc(MAX_TOKENS * EPT * sizeof(int64_t));
+    for (int d = 0; d < 2; d++) {
+        for (size_t t = 0; t < sizeof(token_counts) / sizeof(token_counts[0]); t++) {
+            uint32_t tokens = token_counts[t];
+            make_indices(h->g, h->params.entries_per_rank, (bench_dist_t)d, tokens, 11 + t, idx);
+            bool match = false;
+            CHECK_OK(harness_fetch_check(h, idx, tokens, col_major, &match));
+            CHECK(match);
+        }
+    }
+    free(idx);
+}
+
+/* fetch_slots fetches issued before any wait, waited in reverse order. */
+static void check_many_in_flight(harness_t *h)
+{
+    enum { SLOTS = 4 }; /* the fetch_slots default */
+    int64_t idx[SLOTS][MAX_TOKENS * EPT];
+    engram_fetch_t *f[SLOTS];
+    for (int s = 0; s < SLOTS; s++) {
+        make_indices(h->g, h->params.entries_per_rank, BENCH_DIST_UNIFORM, MAX_TOKENS, 100 + s, idx[s]);
+        CHECK_OK(engram_fetch(h->table, idx[s], MAX_TOKENS, 0, &f[s]));
+    }
+    engram_fetch_t *extra;
+    CHECK_STATUS(engram_fetch(h->table, idx[0], MAX_TOKENS, 0, &extra), ENGRAM_ERR_BUSY);
+    for (int s = SLOTS - 1; s >= 0; s--) {
+        const void *rows;
+        const uint32_t *sf;
+        CHECK_OK(engram_wait(f[s], &rows, &sf));
+        CHECK(harness_check(h, idx[s], MAX_TOKENS, false, rows, sf));
+        engram_fetch_release(f[s]);
+    }
+}
+
+static int rank_main(engram_group_t *g, void *arg)
+{
+    const scenario_t *sc = arg;
+    static const struct { uint32_t row_bytes, packs; } dtypes[] = {{256, 0}, {256, 1}, {72, 3}};
+    for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
+        engram_table_params_t p = {.size = sizeof(p), .entries_per_rank = 1000, .row_bytes = dtypes[d].row_bytes,
+                                   .entries_per_token = EPT, .max_tokens = MAX_TOKENS,
+                                   .scale_packs = dtypes[d].packs, .recv = ENGRAM_RECV_HOST};
+        harness_t h;
+        CHECK_OK(harness_open(&h, g, sc->transport, sc->hybrid, &p));
+        CHECK_OK(harness_write(&h));
+        check_boundaries(&h);
+        check_shapes(&h, false);
+        if (dtypes[d].packs)
+            check_shapes(&h, true);
+        check_many_in_flight(&h);
+        harness_close(&h);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *transport = argc > 1 ? argv[1] : "loopback";
+    static const struct { int ranks, local; bool hybrid; } shapes[] = {
+        {4, 4, false}, {4, 2, false}, {4, 2, true}, {4, 4, true}, {1, 1, false}, {2, 1, true}};
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+        scenario_t sc = {.transport = transport, .hybrid = shapes[s].hybrid};
+        int codes[8];
+        engram_status_t st = engram_group_fork_run(shapes[s].ranks, shapes[s].local, rank_main, &sc, codes);
+        if (st != ENGRAM_OK)
+            fprintf(stderr, "shape %d ranks x %d local, %s: failed\n", shapes[s].ranks, shapes[s].local,
+                    shapes[s].hybrid ? "hybrid" : "direct");
+        CHECK_OK(st);
+    }
+    printf("engram_fetch_test(%s): ok\n", transport);
+    return 0;
+}
