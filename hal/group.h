@@ -58,8 +58,11 @@ ENGRAM_API int engram_group_single_host(engram_group_t *group);
 
 ENGRAM_API engram_status_t engram_group_allgather(engram_group_t *group, const void *send, void *recv, size_t bytes);
 ENGRAM_API engram_status_t engram_group_barrier(engram_group_t *group);
-/* Bound (ms) on every collective of this group; default 30000. */
+/* Bound (ms) on every collective of this group; default 30000. A value
+ * <= 0 is refused with a warning (collectives are always bounded). */
 ENGRAM_API void engram_group_set_timeout(engram_group_t *group, int timeout_ms);
+/* The current bound, so layers above can bound their own exchanges by it. */
+ENGRAM_API int engram_group_timeout(const engram_group_t *group);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,72 @@
+/* The callbacks provider: a framework's own process group, wrapped. Its
+ * collectives are only as bounded as the callbacks the caller supplies. */
+#include <stddef.h>
+#include <stdlib.h>
+
+#include "hal/group_provider.h"
+#include "hal/log.h"
+
+static engram_status_t callbacks_allgather(engram_group_t *g, const void *send, void *recv, size_t bytes)
+{
+    const engram_group_callbacks_t *cb = g->provider;
+    int rc = cb->allgather(cb->ctx, send, recv, bytes);
+    if (rc != 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "rank %d: the caller's allgather callback (%zu bytes) returned %d",
+                            g->rank, bytes, rc);
+    return ENGRAM_OK;
+}
+
+static engram_status_t callbacks_barrier(engram_group_t *g)
+{
+    const engram_group_callbacks_t *cb = g->provider;
+    int rc = cb->barrier(cb->ctx);
+    if (rc != 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "rank %d: the caller's barrier callback returned %d", g->rank, rc);
+    return ENGRAM_OK;
+}
+
+static void callbacks_destroy(engram_group_t *g)
+{
+    engram_group_callbacks_t *cb = g->provider;
+    if (cb->destroy != NULL)
+        cb->destroy(cb->ctx);
+    free(cb);
+}
+
+static const engram_group_ops_t callbacks_ops = {
+    .size = sizeof(engram_group_ops_t),
+    .name = "callbacks",
+    .allgather = callbacks_allgather,
+    .barrier = callbacks_barrier,
+    .destroy = callbacks_destroy,
+};
+
+engram_status_t engram_group_from_callbacks(const engram_group_callbacks_t *cb, engram_group_t **out)
+{
+    if (cb == NULL || out == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "group from callbacks: NULL %s", cb == NULL ? "callbacks" : "out");
+    if (cb->size < sizeof(*cb))
+        return ENGRAM_ERROR(ENGRAM_ERR_VERSION,
+                            "group callbacks struct has size %zu, this library needs %zu (set .size = "
+                            "sizeof(engram_group_callbacks_t))",
+                            cb->size, sizeof(*cb));
+    if (cb->allgather == NULL || cb->barrier == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "group callbacks: the %s callback is NULL",
+                            cb->allgather == NULL ? "allgather" : "barrier");
+    engram_group_t *g = calloc(1, sizeof(*g));
+    engram_group_callbacks_t *copy = malloc(sizeof(*copy));
+    if (g == NULL || copy == NULL) {
+        free(g);
+        free(copy);
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "no memory for a callbacks group");
+    }
+    *copy = *cb;
+    engram_status_t st = engram_group_init(g, &callbacks_ops, copy, cb->rank, cb->nranks, cb->local_size);
+    if (st != ENGRAM_OK) {
+        free(copy);
+        free(g);
+        return st;
+    }
+    *out = g;
+    return ENGRAM_OK;
+}

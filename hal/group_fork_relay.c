@@ -1,0 +1,317 @@
+/* The launcher's relay: each child sends its contribution, and once every
+ * child has, each gets the rank-ordered concatenation back. Relaying through
+ * the parent keeps one place that sees every rank, so a rank that dies, or
+ * calls the wrong collective, is named to all the others at once. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hal/group_fork_wire.h"
+#include "hal/log.h"
+
+/* How often a child's exit is looked for when no socket is active: a child
+ * may leave its socket open in a grandchild, so EOF alone is not enough. */
+#define RELAY_REAP_INTERVAL_MS 10
+/* How long survivors of a failed group get to exit before being killed. */
+#define RELAY_KILL_GRACE_MS 30000
+
+typedef enum { KID_REQUEST, KID_WAITING, KID_REPLYING, KID_GONE } kid_phase_t;
+
+typedef struct kid {
+    fork_child_t *c;
+    kid_phase_t phase;
+    fork_request_t req;
+    void *body;
+    size_t in_done;
+    const char *out; /* what is being sent to the child, NULL if nothing */
+    size_t out_len, out_done;
+} kid_t;
+
+typedef struct relay {
+    kid_t *kids;
+    int n;
+    char *reply; /* header + payload of the last completed round */
+    int failed;
+    char failure[sizeof(fork_reply_t) + FORK_REASON_MAX];
+    size_t failure_len;
+    int64_t kill_deadline;
+    int killed;
+} relay_t;
+
+static void kid_close(kid_t *k)
+{
+    if (k->c->fd >= 0)
+        close(k->c->fd);
+    k->c->fd = -1;
+    k->phase = KID_GONE;
+    k->out = NULL;
+    free(k->body);
+    k->body = NULL;
+}
+
+static void describe_exit(const kid_t *k, char *buf, size_t len)
+{
+    int code = k->c->exit_code;
+    if (code < 0)
+        snprintf(buf, len, "closed its connection: it exited, timed out or destroyed its group");
+    else if (code >= 128)
+        snprintf(buf, len, "was killed by signal %d", code - 128);
+    else
+        snprintf(buf, len, "exited with code %d", code);
+}
+
+static void kid_send(kid_t *k, const char *out, size_t len)
+{
+    k->out = out;
+    k->out_len = len;
+    k->out_done = 0;
+    k->phase = KID_REPLYING;
+}
+
+static void relay_fail(relay_t *r, engram_status_t status, int culprit, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* From now on every child that is still connected is sent the reason (after
+ * finishing a reply it is in the middle of), then end-of-stream; whatever
+ * the children send is drained and dropped. */
+static void relay_fail(relay_t *r, engram_status_t status, int culprit, const char *fmt, ...)
+{
+    if (r->failed)
+        return;
+    r->failed = 1;
+    fork_reply_t head = {.status = status, .culprit = culprit};
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(r->failure + sizeof(head), FORK_REASON_MAX, fmt, ap);
+    va_end(ap);
+    head.bytes = len < 0 ? 0 : len >= FORK_REASON_MAX ? FORK_REASON_MAX - 1 : (uint64_t)len;
+    memcpy(r->failure, &head, sizeof(head));
+    r->failure_len = sizeof(head) + (size_t)head.bytes;
+    ENGRAM_DEBUG("fork launcher: group failed: %s", r->failure + sizeof(head));
+    r->kill_deadline = fork_now_ms() + RELAY_KILL_GRACE_MS;
+    for (int i = 0; i < r->n; i++) {
+        kid_t *k = &r->kids[i];
+        free(k->body);
+        k->body = NULL;
+        if (k->phase != KID_GONE && k->out == NULL)
+            kid_send(k, r->failure, r->failure_len);
+    }
+}
+
+static void relay_reap(relay_t *r)
+{
+    for (int i = 0; i < r->n; i++) {
+        kid_t *k = &r->kids[i];
+        int ws;
+        if (k->c->exit_code >= 0 || waitpid(k->c->pid, &ws, WNOHANG) != k->c->pid)
+            continue;
+        k->c->exit_code = WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : WEXITSTATUS(ws);
+        kid_close(k);
+    }
+}
+
+static int relay_live(const relay_t *r)
+{
+    int live = 0;
+    for (int i = 0; i < r->n; i++)
+        live += r->kids[i].c->exit_code < 0;
+    return live;
+}
+
+static void relay_kill_stragglers(relay_t *r)
+{
+    if (!r->failed || r->killed || fork_now_ms() < r->kill_deadline)
+        return;
+    r->killed = 1;
+    for (int i = 0; i < r->n; i++) {
+        if (r->kids[i].c->exit_code < 0) {
+            ENGRAM_WARN("fork launcher: rank %d did not exit within %d ms of the group failing; killing it", i,
+                        RELAY_KILL_GRACE_MS);
+            kill(r->kids[i].c->pid, SIGKILL);
+        }
+    }
+}
+
+/* A request header arrived: check it and make room for its payload. */
+static void kid_request_header(relay_t *r, kid_t *k, int rank)
+{
+    const fork_request_t *q = &k->req;
+    if ((q->op != FORK_OP_ALLGATHER && q->op != FORK_OP_BARRIER) || q->rank != rank ||
+        (q->op == FORK_OP_BARRIER && q->bytes != 0)) {
+        relay_fail(r, ENGRAM_ERR_IO, rank, "rank %d sent a malformed request (op %u, rank %d, %llu bytes)", rank,
+                   (unsigned)q->op, (int)q->rank, (unsigned long long)q->bytes);
+        return;
+    }
+    if (q->bytes > SIZE_MAX / (size_t)r->n - sizeof(fork_reply_t)) {
+        relay_fail(r, ENGRAM_ERR_OVERFLOW, rank, "rank %d's %s of %llu bytes x %d ranks is too large", rank,
+                   fork_op_name(q->op), (unsigned long long)q->bytes, r->n);
+        return;
+    }
+    if (q->bytes > 0 && (k->body = malloc((size_t)q->bytes)) == NULL)
+        relay_fail(r, ENGRAM_ERR_NOMEM, rank, "the launcher has no memory to relay rank %d's %llu bytes", rank,
+                   (unsigned long long)q->bytes);
+}
+
+static void kid_readable(relay_t *r, int rank)
+{
+    kid_t *k = &r->kids[rank];
+    engram_status_t st;
+    if (r->failed || k->phase != KID_REQUEST) {
+        char scratch[4096];
+        size_t got = 0;
+        st = fork_recv_some(k->c->fd, NULL, 0, scratch, sizeof(scratch), &got);
+        if (st == ENGRAM_OK && got > 0 && !r->failed)
+            relay_fail(r, ENGRAM_ERR_IO, rank, "rank %d sent data while waiting for a reply", rank);
+    } else {
+        size_t head = sizeof(k->req);
+        st = ENGRAM_OK;
+        if (k->in_done < head) {
+            st = fork_recv_some(k->c->fd, &k->req, head, NULL, 0, &k->in_done);
+            if (st == ENGRAM_OK && k->in_done == head) {
+                kid_request_header(r, k, rank);
+                if (r->failed)
+                    return;
+            }
+        }
+        if (st == ENGRAM_OK && k->in_done >= head)
+            st = fork_recv_some(k->c->fd, &k->req, head, k->body, (size_t)k->req.bytes, &k->in_done);
+        if (st == ENGRAM_OK && k->in_done == head + k->req.bytes)
+            k->phase = KID_WAITING;
+    }
+    if (st != ENGRAM_OK)
+        kid_close(k);
+}
+
+static void kid_writable(relay_t *r, kid_t *k)
+{
+    if (fork_send_some(k->c->fd, k->out, k->out_len, NULL, 0, &k->out_done) != ENGRAM_OK) {
+        kid_close(k);
+        return;
+    }
+    if (k->out_done < k->out_len)
+        return;
+    if (!r->failed) {
+        k->out = NULL;
+        k->phase = KID_REQUEST;
+        k->in_done = 0;
+    } else if (k->out != r->failure) {
+        kid_send(k, r->failure, r->failure_len);
+    } else {
+        k->out = NULL;
+        shutdown(k->c->fd, SHUT_WR);
+    }
+}
+
+static void relay_complete_round(relay_t *r)
+{
+    const fork_request_t *q0 = &r->kids[0].req;
+    for (int i = 1; i < r->n; i++) {
+        const fork_request_t *q = &r->kids[i].req;
+        if (q->op != q0->op || q->bytes != q0->bytes) {
+            relay_fail(r, ENGRAM_ERR_INVALID, i, "rank %d called %s with %llu bytes while rank 0 called %s with %llu bytes",
+                       i, fork_op_name(q->op), (unsigned long long)q->bytes, fork_op_name(q0->op),
+                       (unsigned long long)q0->bytes);
+            return;
+        }
+    }
+    size_t bytes = (size_t)q0->bytes;
+    fork_reply_t head = {.status = ENGRAM_OK, .culprit = -1, .bytes = (uint64_t)bytes * (uint64_t)r->n};
+    size_t len = sizeof(head) + (size_t)head.bytes;
+    free(r->reply);
+    r->reply = malloc(len);
+    if (r->reply == NULL) {
+        relay_fail(r, ENGRAM_ERR_NOMEM, -1, "the launcher has no memory for a %zu-byte reply", len);
+        return;
+    }
+    memcpy(r->reply, &head, sizeof(head));
+    for (int i = 0; i < r->n; i++) {
+        kid_t *k = &r->kids[i];
+        if (bytes > 0)
+            memcpy(r->reply + sizeof(head) + (size_t)i * bytes, k->body, bytes);
+        free(k->body);
+        k->body = NULL;
+        kid_send(k, r->reply, len);
+    }
+}
+
+/* Either every child is waiting (the round completes) or one has left
+ * while another needs it (the group fails). */
+static void relay_advance(relay_t *r)
+{
+    int gone = -1, waiting = 0, started = -1;
+    for (int i = 0; i < r->n; i++) {
+        const kid_t *k = &r->kids[i];
+        if (k->phase == KID_GONE && gone < 0)
+            gone = i;
+        waiting += k->phase == KID_WAITING;
+        if (started < 0 && (k->phase == KID_WAITING || (k->phase == KID_REQUEST && k->in_done > 0)))
+            started = i;
+    }
+    if (gone >= 0 && started >= 0) {
+        char how[96];
+        describe_exit(&r->kids[gone], how, sizeof(how));
+        relay_fail(r, ENGRAM_ERR_PEER, gone, "rank %d left the group (%s) before rank %d's %s could complete",
+                   gone, how, started, fork_op_name(r->kids[started].req.op));
+    } else if (waiting == r->n) {
+        relay_complete_round(r);
+    }
+}
+
+static void relay_kill_all(fork_child_t *children, int n, const char *why)
+{
+    ENGRAM_WARN("fork launcher: %s; killing %d ranks", why, n);
+    for (int i = 0; i < n; i++)
+        if (children[i].exit_code < 0)
+            kill(children[i].pid, SIGKILL);
+}
+
+void fork_relay_run(fork_child_t *children, int n)
+{
+    relay_t r = {.n = n};
+    r.kids = calloc((size_t)n, sizeof(*r.kids));
+    struct pollfd *pfds = calloc((size_t)n, sizeof(*pfds));
+    /* Without relay state the children cannot be served; end them rather
+     * than leave them waiting on collectives. */
+    if (r.kids == NULL || pfds == NULL)
+        relay_kill_all(children, n, "no memory for relay state");
+    for (int i = 0; r.kids != NULL && i < n; i++)
+        r.kids[i].c = &children[i];
+    while (r.kids != NULL && pfds != NULL && relay_live(&r) > 0) {
+        relay_reap(&r);
+        relay_kill_stragglers(&r);
+        for (int i = 0; i < n; i++) {
+            pfds[i].fd = children[i].fd; /* closed ones (-1) are skipped by poll */
+            pfds[i].events = (short)(POLLIN | (r.kids[i].out != NULL ? POLLOUT : 0));
+            pfds[i].revents = 0;
+        }
+        if (poll(pfds, (nfds_t)n, RELAY_REAP_INTERVAL_MS) < 0 && errno != EINTR) {
+            relay_kill_all(children, n, "poll failed");
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            if ((pfds[i].revents & POLLOUT) && children[i].fd >= 0)
+                kid_writable(&r, &r.kids[i]);
+            if ((pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) && children[i].fd >= 0)
+                kid_readable(&r, i);
+        }
+        if (!r.failed)
+            relay_advance(&r);
+    }
+    for (int i = 0; r.kids != NULL && i < n; i++)
+        kid_close(&r.kids[i]);
+    for (int i = 0; i < n; i++) {
+        int ws;
+        if (children[i].exit_code < 0 && waitpid(children[i].pid, &ws, 0) == children[i].pid)
+            children[i].exit_code = WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : WEXITSTATUS(ws);
+    }
+    free(r.reply);
+    free(pfds);
+    free(r.kids);
+}
