@@ -1,0 +1,166 @@
+/* Plugin loading: libengram_transport_<name>.so from absolute plugin_path
+ * directories, checked before any of its functions is trusted.
+ *
+ * Lifetime: an accepted plugin is never dlclose()d. Its ops (and the
+ * transports, regions and requests they created) may be in use anywhere in
+ * the process, and nothing counts those users, so it stays mapped until the
+ * process exits. Only a refused plugin, whose ops were never handed out, is
+ * closed again. */
+#include <dlfcn.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hal/log.h"
+#include "hal/registry.h"
+
+/* The ops fields this library calls: everything up to and including close. */
+#define OPS_MIN_SIZE (offsetof(engram_transport_ops_t, close) + sizeof(((engram_transport_ops_t *)0)->close))
+
+/* Every function pointer except the optional describe. */
+#define MANDATORY_OPS(X) \
+    X(available) X(open) X(caps) X(reg_symmetric) X(reg_local) X(dereg) X(get) X(flush) X(test) X(request_free) X(close)
+
+/* Plugin names become file names: no '/', no "..", nothing a shell quotes. */
+static bool name_is_valid(const char *name)
+{
+    if (name[0] == '\0' || strlen(name) > 64)
+        return false;
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
+              *c == '-'))
+            return false;
+    return true;
+}
+
+/* Entries of a ':'-separated path: iterate with rest = path_begin(path) and
+ * path_next(&rest, ...). An empty path has no entries; "a:" has two, "a" and
+ * "". */
+static const char *path_begin(const char *path)
+{
+    return path[0] != '\0' ? path : NULL;
+}
+
+static bool path_next(const char **rest, const char **entry, size_t *len)
+{
+    const char *path = *rest;
+    if (path == NULL)
+        return false;
+    const char *colon = strchr(path, ':');
+    *entry = path;
+    *len = colon ? (size_t)(colon - path) : strlen(path);
+    *rest = colon ? colon + 1 : NULL;
+    return true;
+}
+
+/* Every entry must be absolute: an empty or relative one would make the
+ * loader depend on the working directory. */
+static engram_status_t plugin_path_check(const char *plugin_path)
+{
+    const char *rest = path_begin(plugin_path), *entry;
+    size_t len;
+    while (path_next(&rest, &entry, &len)) {
+        if (len == 0)
+            return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
+                                "plugin_path '%s' has an empty entry; entries must be absolute directories "
+                                "(an empty one would mean the working directory)",
+                                plugin_path);
+        if (entry[0] != '/')
+            return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
+                                "plugin_path entry '%.*s' is relative; entries must be absolute directories "
+                                "(the working directory is never searched)",
+                                (int)len, entry);
+    }
+    return ENGRAM_OK;
+}
+
+static void known_backends(char *buf, size_t len)
+{
+    size_t used = (size_t)snprintf(buf, len, "auto");
+    for (int i = 0; i < engram_registry_builtin_count() && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, ", %s", engram_registry_builtin(i)->name);
+}
+
+/* Checks what `handle` exports; *out only when every check passes. */
+static engram_status_t plugin_check(void *handle, const char *file, const char *name,
+                                    const engram_transport_ops_t **out)
+{
+    const engram_transport_plugin_t *plugin = dlsym(handle, ENGRAM_TRANSPORT_PLUGIN_SYMBOL);
+    if (plugin == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s does not export %s, so it is not an engram transport",
+                            file, ENGRAM_TRANSPORT_PLUGIN_SYMBOL);
+    if (plugin->abi_version != ENGRAM_TRANSPORT_ABI_VERSION)
+        return ENGRAM_ERROR(ENGRAM_ERR_VERSION,
+                            "plugin %s was built for transport ABI version %u; this library uses version %u", file,
+                            plugin->abi_version, ENGRAM_TRANSPORT_ABI_VERSION);
+    const engram_transport_ops_t *ops = plugin->ops;
+    if (ops == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s: %s.ops is NULL", file, ENGRAM_TRANSPORT_PLUGIN_SYMBOL);
+    if (ops->size < OPS_MIN_SIZE)
+        return ENGRAM_ERROR(ENGRAM_ERR_VERSION,
+                            "plugin %s: ops->size is %zu bytes, this library needs at least %zu "
+                            "(built against an older hal/transport.h)",
+                            file, ops->size, (size_t)OPS_MIN_SIZE);
+    if (ops->name == NULL || strcmp(ops->name, name) != 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s: ops->name is '%s', expected '%s' (from the file name)",
+                            file, ops->name ? ops->name : "(null)", name);
+#define CHECK_MANDATORY(fn)                                                                                    \
+    if (ops->fn == NULL)                                                                                       \
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s: ops->" #fn " is NULL but every transport must "   \
+                            "provide it", file);
+    MANDATORY_OPS(CHECK_MANDATORY)
+#undef CHECK_MANDATORY
+    *out = ops;
+    return ENGRAM_OK;
+}
+
+static engram_status_t plugin_open(const char *file, const char *name, const engram_transport_ops_t **out)
+{
+    void *handle = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+    if (handle == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_IO, "plugin %s could not be loaded: %s", file, dlerror());
+    engram_status_t st = plugin_check(handle, file, name, out);
+    if (st != ENGRAM_OK)
+        dlclose(handle); /* refused: none of its code or data was handed out */
+    else
+        ENGRAM_INFO("transport plugin '%s' loaded from %s", name, file);
+    return st;
+}
+
+engram_status_t engram_registry_load_plugin(const char *name, const char *plugin_path,
+                                            const engram_transport_ops_t **out)
+{
+    if (name == NULL || plugin_path == NULL || out == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_registry_load_plugin: NULL argument");
+    if (!name_is_valid(name))
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
+                            "transport name '%s' is not a valid plugin name (1..64 of [A-Za-z0-9_-])", name);
+    engram_status_t st = plugin_path_check(plugin_path);
+    if (st != ENGRAM_OK)
+        return st;
+    const char *rest = path_begin(plugin_path), *entry;
+    size_t len;
+    while (path_next(&rest, &entry, &len)) {
+        char file[PATH_MAX];
+        int n = snprintf(file, sizeof(file), "%.*s/libengram_transport_%s.so", (int)len, entry, name);
+        if (n < 0 || (size_t)n >= sizeof(file))
+            return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "plugin_path entry '%.*s' is too long", (int)len, entry);
+        /* The first directory that has the file decides: a broken plugin is
+         * an error, not a reason to try one further down the path. */
+        if (access(file, F_OK) == 0)
+            return plugin_open(file, name, out);
+    }
+    char known[256];
+    known_backends(known, sizeof(known));
+    if (plugin_path[0] == '\0')
+        return ENGRAM_ERROR(ENGRAM_ERR_NOT_FOUND,
+                            "transport '%s' not found: not a built-in (known backends: %s) and plugin_path is "
+                            "empty, so no libengram_transport_%s.so was looked for (set ENGRAM_PLUGIN_PATH)",
+                            name, known, name);
+    return ENGRAM_ERROR(ENGRAM_ERR_NOT_FOUND,
+                        "transport '%s' not found: not a built-in (known backends: %s) and no "
+                        "libengram_transport_%s.so in plugin_path directories %s",
+                        name, known, name, plugin_path);
+}

@@ -1,0 +1,384 @@
+/* Registry: built-in selection over a fake table defined here (instead of
+ * //transports:builtins), transport=auto order and its log line, and plugin
+ * loading: a working plugin used end to end, every refused plugin, relative
+ * and empty plugin_path entries.
+ *
+ * argv[1] is the runfiles path of libengram_transport_testplug.so; every
+ * test plugin is built into the same directory. */
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hal/config_keys.h"
+#include "hal/registry.h"
+#include "hal/testdata/check_error.h"
+
+/* ---- the fake built-in table ---- */
+
+static bool single_host = true; /* what the fake loopback sees */
+static bool ucx_ok = true;
+
+static bool fake_loopback_available(engram_group_t *group, const char **why)
+{
+    (void)group;
+    if (!single_host)
+        *why = "not a single-host group";
+    return single_host;
+}
+
+static bool fake_mlx5dv_available(engram_group_t *group, const char **why)
+{
+    (void)group;
+    *why = "no mlx5 device";
+    return false;
+}
+
+static bool fake_ucx_available(engram_group_t *group, const char **why)
+{
+    (void)group;
+    if (!ucx_ok)
+        *why = "no UCX transport reaches every peer";
+    return ucx_ok;
+}
+
+static const engram_transport_ops_t fake_loopback = {.size = sizeof(fake_loopback), .name = "loopback",
+                                                     .available = fake_loopback_available};
+static const engram_transport_ops_t fake_mlx5dv = {.size = sizeof(fake_mlx5dv), .name = "mlx5dv",
+                                                   .available = fake_mlx5dv_available};
+static const engram_transport_ops_t fake_ucx = {.size = sizeof(fake_ucx), .name = "ucx",
+                                                .available = fake_ucx_available};
+
+/* Not in priority order, so auto has to sort. */
+const engram_builtin_t engram_builtins[] = {
+    {"loopback", &fake_loopback, NULL, 20},
+    {"ucx", &fake_ucx, NULL, 10},
+    {"nccl_gin", NULL, "needs NCCL >= 2.30.4, found 2.28.9", 40},
+    {"mlx5dv", &fake_mlx5dv, NULL, 30},
+};
+const int engram_builtin_count = sizeof(engram_builtins) / sizeof(engram_builtins[0]);
+
+/* ---- helpers ---- */
+
+static char plugin_dir[4096];
+
+static int gather_one(void *ctx, const void *send, void *recv, size_t bytes)
+{
+    (void)ctx;
+    memcpy(recv, send, bytes);
+    return 0;
+}
+
+static int barrier_one(void *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
+/* A callbacks group of `nranks` in which this process is rank 0; only the
+ * one-rank group is ever asked to communicate. */
+static engram_group_t *group_new(int nranks)
+{
+    engram_group_callbacks_t cb = {.size = sizeof(cb), .rank = 0, .nranks = nranks, .local_size = nranks,
+                                   .allgather = gather_one, .barrier = barrier_one};
+    engram_group_t *g = NULL;
+    CHECK_OK(engram_group_from_callbacks(&cb, &g));
+    CHECK(engram_group_size(g) == nranks);
+    return g;
+}
+
+static engram_config_t *config_new(const char *transport, const char *plugin_path)
+{
+    engram_config_t *cfg = NULL;
+    CHECK_OK(engram_config_create(&cfg));
+    CHECK_OK(engram_config_set(cfg, "transport", transport));
+    CHECK_OK(engram_config_set(cfg, "plugin_path", plugin_path));
+    return cfg;
+}
+
+/* Select `transport` with plugin_path = the test plugin directory. */
+static engram_status_t select_named(engram_group_t *g, const char *transport, const engram_transport_ops_t **out)
+{
+    engram_config_t *cfg = config_new(transport, plugin_dir);
+    engram_status_t st = engram_registry_select(g, cfg, out);
+    engram_config_destroy(cfg);
+    return st;
+}
+
+/* Runs transport=auto with stderr captured into `log` (ENGRAM_LOG_LEVEL is
+ * info, set before the first log call). */
+static engram_status_t select_auto_logged(engram_group_t *g, const engram_transport_ops_t **out, char *log,
+                                          size_t len)
+{
+    char path[4096];
+    const char *tmp = getenv("TEST_TMPDIR");
+    snprintf(path, sizeof(path), "%s/auto.log", tmp ? tmp : "/tmp");
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    CHECK(saved >= 0);
+    CHECK(freopen(path, "w", stderr) != NULL);
+    engram_config_t *cfg = config_new("auto", "");
+    engram_status_t st = engram_registry_select(g, cfg, out);
+    engram_config_destroy(cfg);
+    fflush(stderr);
+    CHECK(dup2(saved, STDERR_FILENO) == STDERR_FILENO);
+    close(saved);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    size_t n = fread(log, 1, len - 1, f);
+    log[n] = '\0';
+    fclose(f);
+    fputs(log, stderr); /* keep it in the test log */
+    return st;
+}
+
+/* ---- built-ins ---- */
+
+static void test_builtins(engram_group_t *g)
+{
+    CHECK(engram_registry_builtin_count() == 4);
+    CHECK(strcmp(engram_registry_builtin(2)->name, "nccl_gin") == 0);
+    CHECK(engram_registry_builtin(4) == NULL);
+    CHECK(engram_registry_builtin(-1) == NULL);
+
+    const engram_transport_ops_t *ops = NULL;
+    CHECK_OK(select_named(g, "loopback", &ops));
+    CHECK(ops == &fake_loopback);
+
+    ops = NULL;
+    CHECK_ERROR(select_named(g, "nccl_gin", &ops), ENGRAM_ERR_UNSUPPORTED,
+                "transport 'nccl_gin' is not in this build: needs NCCL >= 2.30.4, found 2.28.9");
+    CHECK_ERROR(select_named(g, "mlx5dv", &ops), ENGRAM_ERR_UNSUPPORTED,
+                "transport 'mlx5dv' cannot run here: no mlx5 device");
+    single_host = false;
+    CHECK_ERROR(select_named(g, "loopback", &ops), ENGRAM_ERR_UNSUPPORTED,
+                "transport 'loopback' cannot run here: not a single-host group");
+    single_host = true;
+    CHECK(ops == NULL); /* out untouched by failures */
+}
+
+static void test_unknown_backend(engram_group_t *g)
+{
+    const engram_transport_ops_t *ops = NULL;
+    char want[8192];
+    snprintf(want, sizeof(want),
+             "transport 'nosuch' not found: not a built-in (known backends: auto, loopback, ucx, nccl_gin, mlx5dv) "
+             "and no libengram_transport_nosuch.so in plugin_path directories /nonexistent:%s",
+             plugin_dir);
+    char path[8192];
+    snprintf(path, sizeof(path), "/nonexistent:%s", plugin_dir);
+    engram_config_t *cfg = config_new("nosuch", path);
+    CHECK_ERROR(engram_registry_select(g, cfg, &ops), ENGRAM_ERR_NOT_FOUND, want);
+    engram_config_destroy(cfg);
+
+    cfg = config_new("nosuch", "");
+    CHECK_ERROR(engram_registry_select(g, cfg, &ops), ENGRAM_ERR_NOT_FOUND,
+                "and plugin_path is empty, so no libengram_transport_nosuch.so was looked for");
+    engram_config_destroy(cfg);
+
+    CHECK_ERROR(engram_registry_load_plugin("../hal/x", plugin_dir, &ops), ENGRAM_ERR_INVALID,
+                "transport name '../hal/x' is not a valid plugin name");
+    CHECK_ERROR(engram_registry_load_plugin("", plugin_dir, &ops), ENGRAM_ERR_INVALID, "is not a valid plugin name");
+    CHECK(ops == NULL);
+}
+
+/* ---- auto ---- */
+
+static void test_auto(engram_group_t *g)
+{
+    char log[4096];
+    const engram_transport_ops_t *ops = NULL;
+    CHECK_OK(select_auto_logged(g, &ops, log, sizeof(log)));
+    CHECK(ops == &fake_loopback);
+    CHECK(strstr(log, "transport=auto chose loopback; passed over nccl_gin: needs NCCL >= 2.30.4, found 2.28.9, "
+                      "mlx5dv: no mlx5 device\n") != NULL);
+
+    /* Multi-host: loopback steps aside and ucx is the one left. */
+    single_host = false;
+    CHECK_OK(select_auto_logged(g, &ops, log, sizeof(log)));
+    CHECK(ops == &fake_ucx);
+    CHECK(strstr(log, "transport=auto chose ucx; passed over nccl_gin: needs NCCL >= 2.30.4, found 2.28.9, "
+                      "mlx5dv: no mlx5 device, loopback: not a single-host group\n") != NULL);
+
+    ucx_ok = false;
+    ops = NULL;
+    CHECK_ERROR(select_auto_logged(g, &ops, log, sizeof(log)), ENGRAM_ERR_UNSUPPORTED,
+                "transport=auto found no usable backend: nccl_gin: needs NCCL >= 2.30.4, found 2.28.9, mlx5dv: no "
+                "mlx5 device, loopback: not a single-host group, ucx: no UCX transport reaches every peer");
+    CHECK(ops == NULL);
+    CHECK(strstr(log, "chose") == NULL);
+    single_host = true;
+    ucx_ok = true;
+}
+
+/* ---- the working plugin ---- */
+
+static void fill(engram_segment_t *seg, void *mem, size_t size)
+{
+    *seg = (engram_segment_t){.kind = ENGRAM_MEM_HOST, .addr = mem, .size = size, .numa_node = -1, .device = -1};
+}
+
+static void wait_request(const engram_transport_ops_t *ops, engram_transport_t *t, engram_request_t *req)
+{
+    int polls = 0;
+    engram_status_t st;
+    while ((st = ops->test(t, req)) == ENGRAM_INPROGRESS)
+        CHECK(++polls < 1000);
+    CHECK_OK(st);
+    CHECK(polls == 1); /* testplug completes on the second test */
+    ops->request_free(t, req);
+}
+
+static void test_plugin_works(engram_group_t *g)
+{
+    const engram_transport_ops_t *ops = NULL;
+    char path[8192];
+    snprintf(path, sizeof(path), "/nonexistent:%s", plugin_dir);
+    engram_config_t *cfg = config_new("testplug", path);
+    CHECK_OK(engram_registry_select(g, cfg, &ops));
+    CHECK(ops != NULL && strcmp(ops->name, "testplug") == 0);
+
+    /* Stays loaded: loading again yields the same ops. */
+    const engram_transport_ops_t *again = NULL;
+    CHECK_OK(engram_registry_load_plugin("testplug", plugin_dir, &again));
+    CHECK(again == ops);
+
+    engram_transport_t *t = NULL;
+    CHECK_OK(engram_config_set(cfg, "num_qps", "2"));
+    CHECK_OK(ops->open(g, cfg, &t));
+    engram_transport_caps_t caps;
+    ops->caps(t, &caps);
+    CHECK(caps.flags == ENGRAM_CAP_HOST_INITIATED);
+    CHECK(caps.max_queues == 2);
+
+    static unsigned char table[4096], dest[1024];
+    for (size_t i = 0; i < sizeof(table); i++)
+        table[i] = (unsigned char)(i * 7 + 3);
+    engram_segment_t table_seg, dest_seg;
+    fill(&table_seg, table, sizeof(table));
+    fill(&dest_seg, dest, sizeof(dest));
+    engram_region_t *remote = NULL, *local = NULL;
+    CHECK_OK(ops->reg_symmetric(t, &table_seg, ENGRAM_REG_RANK, &remote));
+    CHECK_OK(ops->reg_local(t, &dest_seg, &local));
+    CHECK_STATUS(ops->reg_symmetric(t, &table_seg, ENGRAM_REG_NODE_SPAN, &remote), ENGRAM_ERR_UNSUPPORTED);
+
+    /* Rows 5, 9, 2 with AGGREGATE are held back; row 7 rings the doorbell. */
+    const int rows[] = {5, 9, 2, 7};
+    for (int i = 0; i < 4; i++)
+        CHECK_OK(ops->get(t, 1, 0, remote, (uint64_t)rows[i] * 256, local, (uint64_t)i * 256, 256,
+                          i < 3 ? ENGRAM_GET_AGGREGATE : 0));
+    for (int i = 0; i < 4; i++)
+        CHECK(memcmp(dest + i * 256, table + rows[i] * 256, 256) == 0);
+
+    /* A held-back get lands at the flush at the latest. */
+    memset(dest, 0, sizeof(dest));
+    CHECK_OK(ops->get(t, 0, 0, remote, 15 * 256, local, 0, 256, ENGRAM_GET_AGGREGATE));
+    CHECK(dest[0] == 0 && dest[255] == 0); /* still held back */
+    engram_request_t *req = NULL;
+    CHECK_OK(ops->flush(t, 0, 0, &req));
+    wait_request(ops, t, req);
+    CHECK(memcmp(dest, table + 15 * 256, 256) == 0);
+
+    char text[256];
+    ops->describe(t, text, sizeof(text));
+    CHECK(strcmp(text, "testplug: 2 queues, 5 gets, 2 doorbells, 1 flushes") == 0);
+
+    /* Out of bounds, bad queue, bad peer: refused, nothing copied. */
+    CHECK_STATUS(ops->get(t, 0, 0, remote, sizeof(table) - 255, local, 0, 256, 0), ENGRAM_ERR_INVALID);
+    CHECK_STATUS(ops->get(t, 0, 0, remote, 0, local, sizeof(dest) - 255, 256, 0), ENGRAM_ERR_INVALID);
+    CHECK_STATUS(ops->get(t, 2, 0, remote, 0, local, 0, 256, 0), ENGRAM_ERR_INVALID);
+    CHECK_STATUS(ops->get(t, 0, 1, remote, 0, local, 0, 256, 0), ENGRAM_ERR_INVALID);
+    CHECK_OK(ops->get(t, 0, 0, remote, sizeof(table), local, sizeof(dest), 0, 0)); /* zero length at the end */
+
+    ops->dereg(t, local);
+    ops->dereg(t, remote);
+    ops->close(t);
+    engram_config_destroy(cfg);
+
+    /* The plugin's own available() is consulted: it serves one rank only. */
+    engram_group_t *two = group_new(2);
+    ops = NULL;
+    CHECK_ERROR(select_named(two, "testplug", &ops), ENGRAM_ERR_UNSUPPORTED,
+                "transport 'testplug' (plugin) cannot run here: testplug copies within one process");
+    CHECK(ops == NULL);
+    engram_group_destroy(two);
+}
+
+/* ---- refused plugins and paths ---- */
+
+static void test_plugins_refused(void)
+{
+    const struct {
+        const char *name;
+        engram_status_t status;
+        const char *message;
+    } refused[] = {
+        {"badver", ENGRAM_ERR_VERSION, "was built for transport ABI version 2; this library uses version 1"},
+        {"nosym", ENGRAM_ERR_INVALID, "does not export engram_transport_plugin_v1"},
+        {"noops", ENGRAM_ERR_INVALID, "engram_transport_plugin_v1.ops is NULL"},
+        {"small", ENGRAM_ERR_VERSION, "this library needs at least"},
+        {"badname", ENGRAM_ERR_INVALID, "ops->name is 'someone_else', expected 'badname'"},
+        {"nofns", ENGRAM_ERR_INVALID, "ops->caps is NULL but every transport must provide it"},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        const engram_transport_ops_t *ops = NULL;
+        char want[8192];
+        snprintf(want, sizeof(want), "plugin %s/libengram_transport_%s.so", plugin_dir, refused[i].name);
+        CHECK_ERROR(engram_registry_load_plugin(refused[i].name, plugin_dir, &ops), refused[i].status, want);
+        CHECK_ERROR(engram_registry_load_plugin(refused[i].name, plugin_dir, &ops), refused[i].status,
+                    refused[i].message);
+        CHECK(ops == NULL);
+    }
+}
+
+static void test_plugin_path_refused(void)
+{
+    const engram_transport_ops_t *ops = NULL;
+    char path[8192];
+    /* Relative entries are refused even when an absolute one has the plugin;
+     * the working directory (the runfiles tree) does hold hal/. */
+    snprintf(path, sizeof(path), "%s:hal", plugin_dir);
+    CHECK_ERROR(engram_registry_load_plugin("testplug", path, &ops), ENGRAM_ERR_INVALID,
+                "plugin_path entry 'hal' is relative; entries must be absolute directories");
+    CHECK_ERROR(engram_registry_load_plugin("testplug", "./hal", &ops), ENGRAM_ERR_INVALID,
+                "plugin_path entry './hal' is relative");
+    snprintf(path, sizeof(path), "%s:", plugin_dir);
+    CHECK_ERROR(engram_registry_load_plugin("testplug", path, &ops), ENGRAM_ERR_INVALID, "has an empty entry");
+    snprintf(path, sizeof(path), "::%s", plugin_dir);
+    CHECK_ERROR(engram_registry_load_plugin("testplug", path, &ops), ENGRAM_ERR_INVALID, "has an empty entry");
+    CHECK(ops == NULL);
+
+    /* Through select, from the environment, as a user would set it. */
+    CHECK(setenv("ENGRAM_PLUGIN_PATH", "hal", 1) == 0);
+    CHECK(setenv("ENGRAM_TRANSPORT", "testplug", 1) == 0);
+    engram_config_t *cfg = NULL;
+    CHECK_OK(engram_config_create(&cfg));
+    CHECK_ERROR(engram_registry_select(NULL, cfg, &ops), ENGRAM_ERR_INVALID, "plugin_path entry 'hal' is relative");
+    engram_config_destroy(cfg);
+    unsetenv("ENGRAM_PLUGIN_PATH");
+    unsetenv("ENGRAM_TRANSPORT");
+}
+
+int main(int argc, char **argv)
+{
+    /* Before the first log call: the auto test reads the INFO line. */
+    CHECK(setenv("ENGRAM_LOG_LEVEL", "info", 1) == 0);
+    CHECK(argc == 2);
+    char cwd[2048];
+    CHECK(getcwd(cwd, sizeof(cwd)) != NULL);
+    char rel[2048];
+    snprintf(rel, sizeof(rel), "%s", argv[1]);
+    snprintf(plugin_dir, sizeof(plugin_dir), "%s/%s", cwd, dirname(rel));
+
+    engram_group_t *g = group_new(1);
+    test_builtins(g);
+    test_unknown_backend(g);
+    test_auto(g);
+    test_plugin_works(g);
+    test_plugins_refused();
+    test_plugin_path_refused();
+    engram_group_destroy(g);
+    printf("registry_test: all passed\n");
+    return 0;
+}
