@@ -1,0 +1,406 @@
+/* Segment fds passed among the ranks of one host (see fd_share.h).
+ *
+ * Three steps, each agreed on by every rank so none is left waiting:
+ * 1. every rank listens and the records (name, pid, host, status) are
+ *    allgathered; a rank that could not take part says so in its record;
+ * 2. every rank connects to each same-host rank and receives its fd while
+ *    serving its own fd to the members that connect to it, until done or
+ *    the group's timeout;
+ * 3. the per-rank outcomes are allgathered; any failure anywhere closes
+ *    every fd received. */
+#include "memory/fd_share.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hal/host_id.h"
+#include "hal/log.h"
+
+#define FD_NAME_LEN 48
+#define FD_BIND_ATTEMPTS 8
+/* Pause before retrying a connect that found the listener's backlog full. */
+#define FD_RETRY_MS 5
+
+typedef struct fd_record {
+    char name[FD_NAME_LEN]; /* abstract socket name, without the leading NUL */
+    int32_t pid;
+    int32_t status; /* OK, or why this rank cannot take part */
+    char boot_id[ENGRAM_BOOT_ID_LEN];
+    /* Abstract names resolve, and SO_PEERCRED pids compare, only within one
+     * network and one pid namespace; a rank in other namespaces of the same
+     * kernel is treated like a rank on another host. */
+    uint64_t netns, pidns;
+} fd_record_t;
+
+typedef struct fd_exchange {
+    engram_group_t *group;
+    int n, me, my_fd;
+    int listen_fd;
+    const fd_record_t *all;
+    int *got;    /* received fds, -1 where none (yet) */
+    int *conn;   /* our connection to each rank we receive from, -1 if none */
+    char *peer;  /* 1 for the other ranks of this host */
+    char *served;
+    int to_receive, to_serve;
+} fd_exchange_t;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static socklen_t abstract_addr(struct sockaddr_un *addr, const char *name)
+{
+    memset(addr, 0, sizeof(*addr));
+    addr->sun_family = AF_UNIX;
+    size_t len = strlen(name);
+    memcpy(addr->sun_path + 1, name, len);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
+}
+
+static uint64_t ns_inode(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+static engram_status_t listen_random(int backlog, int *out_fd, char name[FD_NAME_LEN])
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_IO, "fd share: socket: %s", strerror(errno));
+    for (int attempt = 0; attempt < FD_BIND_ATTEMPTS; attempt++) {
+        uint64_t rnd[2];
+        if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+            close(fd);
+            return ENGRAM_ERROR(ENGRAM_ERR_IO, "fd share: getrandom: %s", strerror(errno));
+        }
+        snprintf(name, FD_NAME_LEN, "engram-fd-%016llx%016llx", (unsigned long long)rnd[0],
+                 (unsigned long long)rnd[1]);
+        struct sockaddr_un addr;
+        socklen_t len = abstract_addr(&addr, name);
+        if (bind(fd, (struct sockaddr *)&addr, len) == 0) {
+            if (listen(fd, backlog) != 0)
+                break;
+            *out_fd = fd;
+            return ENGRAM_OK;
+        }
+        if (errno != EADDRINUSE)
+            break;
+    }
+    engram_status_t st = ENGRAM_ERROR(ENGRAM_ERR_IO, "fd share: cannot listen on an abstract socket: %s",
+                                      strerror(errno));
+    close(fd);
+    return st;
+}
+
+/* Step 1 for this rank: its record, with the reason it cannot take part. */
+static void record_fill(fd_record_t *rec, engram_group_t *group, int my_fd, const int *fds, int *listen_fd)
+{
+    memset(rec, 0, sizeof(*rec));
+    rec->pid = (int32_t)getpid();
+    rec->netns = ns_inode("/proc/self/ns/net");
+    rec->pidns = ns_inode("/proc/self/ns/pid");
+    if (fds == NULL)
+        rec->status = ENGRAM_ERROR(ENGRAM_ERR_INVALID, "fd share on rank %d: fds is NULL", engram_group_rank(group));
+    else if (my_fd < 0 || fcntl(my_fd, F_GETFD) < 0)
+        rec->status = ENGRAM_ERROR(ENGRAM_ERR_INVALID, "fd share on rank %d: my_fd %d is not an open fd",
+                                   engram_group_rank(group), my_fd);
+    else if (engram_host_boot_id(rec->boot_id) != ENGRAM_OK)
+        rec->status = ENGRAM_ERROR(ENGRAM_ERR_IO, "fd share on rank %d: cannot read the kernel boot id",
+                                   engram_group_rank(group));
+    else
+        rec->status = listen_random(2 * engram_group_size(group) + 8, listen_fd, rec->name);
+}
+
+static int same_host(const fd_record_t *a, const fd_record_t *b)
+{
+    return strcmp(a->boot_id, b->boot_id) == 0 && a->netns == b->netns && a->pidns == b->pidns;
+}
+
+static pid_t peer_pid(int fd)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 ? cred.pid : -1;
+}
+
+/* Accept one connection; send our fd if it comes from a member of this host
+ * we have not served yet, refuse it otherwise. */
+static engram_status_t serve_one(fd_exchange_t *x)
+{
+    int c = accept4(x->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (c < 0)
+        return errno == EAGAIN || errno == EINTR || errno == ECONNABORTED
+                   ? ENGRAM_OK
+                   : ENGRAM_ERROR(ENGRAM_ERR_IO, "fd share on rank %d: accept: %s", x->me, strerror(errno));
+    pid_t pid = peer_pid(c);
+    int r = 0;
+    while (r < x->n && !(x->peer[r] && x->all[r].pid == pid))
+        r++;
+    if (r == x->n || x->served[r]) {
+        ENGRAM_WARN("fd share on rank %d: refused a connection from pid %d, %s", x->me, (int)pid,
+                    r == x->n ? "which is not a rank of this group on this host" : "already served");
+        close(c);
+        return ENGRAM_OK;
+    }
+    int32_t from = x->me;
+    struct iovec iov = {.iov_base = &from, .iov_len = sizeof(from)};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &x->my_fd, sizeof(int));
+    /* A fresh socket's buffer always takes this small message at once. */
+    ssize_t sent = sendmsg(c, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    int err = errno;
+    close(c);
+    if (sent != (ssize_t)sizeof(from))
+        return ENGRAM_ERROR(ENGRAM_ERR_IO, "fd share on rank %d: sending the fd to rank %d: %s", x->me, r,
+                            sent < 0 ? strerror(err) : "short send");
+    x->served[r] = 1;
+    x->to_serve--;
+    return ENGRAM_OK;
+}
+
+/* Connect to rank r's listener and check it is really rank r's. */
+static engram_status_t connect_one(fd_exchange_t *x, int r)
+{
+    int c = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c < 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_IO, "fd share on rank %d: socket: %s", x->me, strerror(errno));
+    struct sockaddr_un addr;
+    socklen_t len = abstract_addr(&addr, x->all[r].name);
+    if (connect(c, (struct sockaddr *)&addr, len) != 0) {
+        int err = errno;
+        close(c);
+        if (err == EAGAIN || err == EINTR)
+            return ENGRAM_OK; /* backlog full: retried on the next pass */
+        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "fd share on rank %d: connecting to rank %d's socket: %s", x->me, r,
+                            strerror(err));
+    }
+    pid_t pid = peer_pid(c);
+    if (pid != x->all[r].pid) {
+        close(c);
+        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "fd share on rank %d: rank %d's socket is held by pid %d, not its pid %d",
+                            x->me, r, (int)pid, (int)x->all[r].pid);
+    }
+    x->conn[r] = c;
+    return ENGRAM_OK;
+}
+
+static void close_fds(int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0) {
+            close(fds[i]);
+            fds[i] = -1;
+        }
+}
+
+/* Read rank r's message: exactly one fd, and r's own rank as the payload. */
+static engram_status_t receive_one(fd_exchange_t *x, int r)
+{
+    int32_t from = -1;
+    struct iovec iov = {.iov_base = &from, .iov_len = sizeof(from)};
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
+    ssize_t n = recvmsg(x->conn[r], &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return ENGRAM_OK;
+    int err = errno;
+    int fds[4] = {-1, -1, -1, -1}, nfds = 0;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); n > 0 && cm != NULL; cm = CMSG_NXTHDR(&msg, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        int count = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (int i = 0; i < count && nfds < 4; i++)
+            memcpy(&fds[nfds++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+    }
+    close(x->conn[r]);
+    x->conn[r] = -1;
+    if (n == (ssize_t)sizeof(from) && from == r && nfds == 1 && !(msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC))) {
+        x->got[r] = fds[0];
+        x->to_receive--;
+        return ENGRAM_OK;
+    }
+    close_fds(fds, nfds);
+    if (n <= 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "fd share on rank %d: rank %d closed the connection without an fd (%s)",
+                            x->me, r, n < 0 ? strerror(err) : "it refused this process or failed");
+    return ENGRAM_ERROR(ENGRAM_ERR_PEER, "fd share on rank %d: rank %d sent a malformed message (%zd bytes, %d fds)",
+                        x->me, r, n, nfds);
+}
+
+static void describe_pending(const fd_exchange_t *x, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int r = 0; r < x->n && used < len; r++) {
+        if (!x->peer[r] || (x->got[r] >= 0 && x->served[r]))
+            continue;
+        const char *what = x->got[r] >= 0 ? "serve" : x->served[r] ? "receive" : "receive, serve";
+        used += (size_t)snprintf(buf + used, len - used, "%srank %d (%s)", used ? ", " : "", r, what);
+    }
+}
+
+/* Step 2: connect, receive and serve until done or the deadline. */
+static engram_status_t exchange(fd_exchange_t *x)
+{
+    int64_t deadline = now_ms() + engram_group_timeout(x->group);
+    struct pollfd *pfds = calloc((size_t)x->n + 1, sizeof(*pfds));
+    int *who = calloc((size_t)x->n + 1, sizeof(*who)); /* rank behind each pfd, -1 for the listener */
+    engram_status_t st = ENGRAM_OK;
+    if (pfds == NULL || who == NULL)
+        st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "fd share on rank %d: no memory for %d poll entries", x->me, x->n);
+    while (st == ENGRAM_OK && (x->to_receive > 0 || x->to_serve > 0)) {
+        int np = 0, connecting = 0;
+        if (x->to_serve > 0) {
+            who[np] = -1;
+            pfds[np++] = (struct pollfd){.fd = x->listen_fd, .events = POLLIN};
+        }
+        for (int r = 0; r < x->n && st == ENGRAM_OK; r++) {
+            if (!x->peer[r] || x->got[r] >= 0)
+                continue;
+            if (x->conn[r] < 0)
+                st = connect_one(x, r);
+            if (x->conn[r] < 0) {
+                connecting = 1;
+                continue;
+            }
+            who[np] = r;
+            pfds[np++] = (struct pollfd){.fd = x->conn[r], .events = POLLIN};
+        }
+        if (st != ENGRAM_OK)
+            break;
+        int64_t left = deadline - now_ms();
+        if (left <= 0) {
+            char pending[256];
+            describe_pending(x, pending, sizeof(pending));
+            st = ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT, "fd share on rank %d: timed out after %d ms; still pending: %s",
+                              x->me, engram_group_timeout(x->group), pending);
+            break;
+        }
+        int wait = left > INT_MAX ? INT_MAX : (int)left;
+        if (connecting && wait > FD_RETRY_MS)
+            wait = FD_RETRY_MS;
+        if (poll(pfds, (nfds_t)np, wait) < 0 && errno != EINTR) {
+            st = ENGRAM_ERROR(ENGRAM_ERR_IO, "fd share on rank %d: poll: %s", x->me, strerror(errno));
+            break;
+        }
+        for (int p = 0; p < np && st == ENGRAM_OK; p++)
+            if (pfds[p].revents != 0)
+                st = who[p] < 0 ? serve_one(x) : receive_one(x, who[p]);
+    }
+    free(who);
+    free(pfds);
+    return st;
+}
+
+/* Step 3: every rank learns whether every rank succeeded. */
+static engram_status_t agree(engram_group_t *group, engram_status_t mine)
+{
+    int n = engram_group_size(group);
+    int32_t *all = calloc((size_t)n, sizeof(*all)), me = mine;
+    if (all == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "fd share: no memory for %d statuses", n);
+    engram_status_t st = engram_group_allgather(group, &me, all, sizeof(me));
+    for (int r = 0; st == ENGRAM_OK && r < n; r++)
+        if (all[r] != ENGRAM_OK)
+            st = mine != ENGRAM_OK ? mine
+                                   : ENGRAM_ERROR(ENGRAM_ERR_PEER, "fd share: rank %d failed its part of the exchange (%s)",
+                                                  r, engram_status_str((engram_status_t)all[r]));
+    free(all);
+    return st;
+}
+
+static engram_status_t check_records(const fd_record_t *all, int n, int me)
+{
+    for (int r = 0; r < n; r++) {
+        if (all[r].status == ENGRAM_OK)
+            continue;
+        if (r == me)
+            return (engram_status_t)all[r].status; /* logged by record_fill */
+        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "fd share: rank %d cannot take part (%s)", r,
+                            engram_status_str((engram_status_t)all[r].status));
+    }
+    return ENGRAM_OK;
+}
+
+engram_status_t engram_fd_allgather(engram_group_t *group, int my_fd, int *fds)
+{
+    if (group == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "fd share: group is NULL");
+    int n = engram_group_size(group), me = engram_group_rank(group);
+    fd_exchange_t x = {.group = group, .n = n, .me = me, .my_fd = my_fd, .listen_fd = -1};
+    fd_record_t mine;
+    record_fill(&mine, group, my_fd, fds, &x.listen_fd);
+
+    engram_status_t st;
+    fd_record_t *all = calloc((size_t)n, sizeof(*all));
+    x.got = malloc((size_t)n * sizeof(int));
+    x.conn = malloc((size_t)n * sizeof(int));
+    x.peer = calloc((size_t)n, 1);
+    x.served = calloc((size_t)n, 1);
+    /* Leaving now makes the others' allgather fail by timeout: bounded. */
+    if (all == NULL || x.got == NULL || x.conn == NULL || x.peer == NULL || x.served == NULL) {
+        st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "fd share: no memory for %d ranks", n);
+        goto close_listener;
+    }
+    st = engram_group_allgather(group, &mine, all, sizeof(mine));
+    if (st != ENGRAM_OK || (st = check_records(all, n, me)) != ENGRAM_OK)
+        goto close_listener;
+
+    x.all = all;
+    for (int r = 0; r < n; r++) {
+        x.got[r] = x.conn[r] = -1;
+        x.peer[r] = r != me && same_host(&all[r], &mine);
+        x.to_receive += x.peer[r];
+    }
+    x.to_serve = x.to_receive;
+    x.got[me] = fcntl(my_fd, F_DUPFD_CLOEXEC, 0);
+    engram_status_t local = x.got[me] < 0 ? ENGRAM_ERROR(ENGRAM_ERR_IO, "fd share on rank %d: dup of my_fd: %s", me,
+                                                         strerror(errno))
+                                          : exchange(&x);
+    close_fds(x.conn, n);
+    close(x.listen_fd);
+    x.listen_fd = -1;
+    st = agree(group, local);
+    if (st != ENGRAM_OK)
+        close_fds(x.got, n);
+    else
+        memcpy(fds, x.got, (size_t)n * sizeof(int));
+close_listener:
+    if (x.listen_fd >= 0)
+        close(x.listen_fd);
+    free(x.served);
+    free(x.peer);
+    free(x.conn);
+    free(x.got);
+    free(all);
+    return st;
+}
