@@ -1,0 +1,27 @@
+"""Why a built-in transport is absent, computed at load time from the
+@sys_<lib>//:defs.bzl markers and handed to builtins.c as C string defines."""
+
+NOT_IMPLEMENTED = "backend not implemented in this build"
+
+def _version_tuple(version):
+    return [int(p) if p.isdigit() else 0 for p in version.split(".")]
+
+def version_at_least(version, minimum):
+    """True when dotted `version` >= `minimum` ("2.28.9" vs "2.30.4")."""
+    return _version_tuple(version) >= _version_tuple(minimum)
+
+def absent_reason(lib_available, lib_reason, min_version = "", version = "", pretty = ""):
+    """The missing system library's reason (absent, or older than
+    min_version) comes first: it is what a user has to fix. Otherwise the
+    backend itself is what is missing."""
+    if not lib_available:
+        return lib_reason
+    if min_version and not version_at_least(version, min_version):
+        return "needs %s >= %s, found %s" % (pretty, min_version, version or "an unknown version")
+    return NOT_IMPLEMENTED
+
+def c_string_define(name, text):
+    """NAME="text" as a C string literal, single-quoted because Bazel
+    shell-tokenizes local_defines."""
+    literal = '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
+    return "'%s=%s'" % (name, literal.replace("'", "'\\''"))

@@ -1,0 +1,35 @@
+/* The built-in transport table that hal/registry.c declares (hal includes
+ * no transport; this is the layer above it that knows them all).
+ *
+ * An absent backend keeps its row with the reason, so transport=<name> and
+ * transport=auto can say why: the ENGRAM_*_ABSENT_REASON strings are
+ * computed by transports/BUILD.bazel from the system-library markers
+ * (missing library, NCCL too old, or the backend not written yet). A backend
+ * listed in LINKED_BACKENDS there gets its ENGRAM_HAVE_* define here. */
+#include "hal/registry.h"
+#include "transports/loopback/loopback.h"
+#ifdef ENGRAM_HAVE_UCX
+#include "transports/ucx/ucx.h"
+#endif
+
+#if !defined(ENGRAM_UCX_ABSENT_REASON) || !defined(ENGRAM_NCCL_GIN_ABSENT_REASON) || \
+    !defined(ENGRAM_MLX5DV_ABSENT_REASON)
+#error "the ENGRAM_*_ABSENT_REASON defines come from transports/BUILD.bazel"
+#endif
+
+/* transport=auto order: GPU-initiated gets first, then direct verbs, then
+ * the single-host copy, then UCX, which reaches any host but costs CPU. */
+enum { PRIO_NCCL_GIN = 40, PRIO_MLX5DV = 30, PRIO_LOOPBACK = 20, PRIO_UCX = 10 };
+
+const engram_builtin_t engram_builtins[] = {
+    {"loopback", &engram_loopback_ops, NULL, PRIO_LOOPBACK},
+#ifdef ENGRAM_HAVE_UCX
+    {"ucx", &engram_ucx_ops, NULL, PRIO_UCX},
+#else
+    {"ucx", NULL, ENGRAM_UCX_ABSENT_REASON, PRIO_UCX},
+#endif
+    {"nccl_gin", NULL, ENGRAM_NCCL_GIN_ABSENT_REASON, PRIO_NCCL_GIN},
+    {"mlx5dv", NULL, ENGRAM_MLX5DV_ABSENT_REASON, PRIO_MLX5DV},
+};
+
+const int engram_builtin_count = sizeof(engram_builtins) / sizeof(engram_builtins[0]);

@@ -1,0 +1,88 @@
+/* The real built-in table: every backend has a row, absent ones say why
+ * (the NCCL version comparison done in Starlark is checked here against
+ * argv[1], @sys_nccl's VERSION), and auto on a one-rank group picks
+ * loopback with the reasons for passing over the higher-priority rows. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hal/config_keys.h"
+#include "hal/registry.h"
+#include "hal/testdata/check_error.h"
+
+static int gather_one(void *ctx, const void *send, void *recv, size_t bytes)
+{
+    (void)ctx;
+    memcpy(recv, send, bytes);
+    return 0;
+}
+
+static int barrier_one(void *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
+/* "2.28.9" < "2.30.4", numerically per component. */
+static bool older_than(const char *version, int major, int minor, int patch)
+{
+    int v[3] = {0, 0, 0};
+    if (sscanf(version, "%d.%d.%d", &v[0], &v[1], &v[2]) < 1)
+        return false;
+    int want[3] = {major, minor, patch};
+    for (int i = 0; i < 3; i++)
+        if (v[i] != want[i])
+            return v[i] < want[i];
+    return false;
+}
+
+int main(int argc, char **argv)
+{
+    CHECK(argc == 2);
+    const char *nccl_version = argv[1];
+    const char *names[] = {"loopback", "ucx", "nccl_gin", "mlx5dv"};
+    CHECK(engram_registry_builtin_count() == 4);
+    for (int i = 0; i < 4; i++) {
+        const engram_builtin_t *b = engram_registry_builtin(i);
+        CHECK(strcmp(b->name, names[i]) == 0);
+        if (b->ops == NULL)
+            CHECK(b->absent_reason != NULL && b->absent_reason[0] != '\0');
+        else
+            CHECK(strcmp(b->ops->name, b->name) == 0);
+    }
+    const engram_builtin_t *loopback = engram_registry_builtin(0);
+    const engram_builtin_t *nccl_gin = engram_registry_builtin(2);
+    CHECK(loopback->ops != NULL);
+    CHECK(nccl_gin->auto_priority > engram_registry_builtin(3)->auto_priority);
+    CHECK(engram_registry_builtin(3)->auto_priority > loopback->auto_priority);
+    CHECK(loopback->auto_priority > engram_registry_builtin(1)->auto_priority);
+    if (older_than(nccl_version, 2, 30, 4)) {
+        char want[128];
+        snprintf(want, sizeof(want), "needs NCCL >= 2.30.4, found %s", nccl_version);
+        CHECK(strcmp(nccl_gin->absent_reason, want) == 0);
+    }
+
+    engram_group_callbacks_t cb = {.size = sizeof(cb), .rank = 0, .nranks = 1, .local_size = 1,
+                                   .allgather = gather_one, .barrier = barrier_one};
+    engram_group_t *g = NULL;
+    CHECK_OK(engram_group_from_callbacks(&cb, &g));
+    engram_config_t *cfg = NULL;
+    CHECK_OK(engram_config_create(&cfg));
+    const engram_transport_ops_t *ops = NULL;
+    char want[512];
+    snprintf(want, sizeof(want), "transport 'nccl_gin' is not in this build: %s", nccl_gin->absent_reason);
+    CHECK_OK(engram_config_set(cfg, "transport", "nccl_gin"));
+    CHECK_ERROR(engram_registry_select(g, cfg, &ops), ENGRAM_ERR_UNSUPPORTED, want);
+    CHECK_OK(engram_config_set(cfg, "transport", "loopback"));
+    CHECK_OK(engram_registry_select(g, cfg, &ops));
+    CHECK(ops == loopback->ops);
+    /* Nothing above loopback is in this build yet, so auto must land there. */
+    ops = NULL;
+    CHECK_OK(engram_config_set(cfg, "transport", "auto"));
+    CHECK_OK(engram_registry_select(g, cfg, &ops));
+    CHECK(ops == loopback->ops);
+    engram_config_destroy(cfg);
+    engram_group_destroy(g);
+    printf("builtins_test: all passed\n");
+    return 0;
+}
