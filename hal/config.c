@@ -65,17 +65,10 @@ static int key_find(const char *name, size_t len)
     return -1;
 }
 
-/* "transport, mode, ..." for error messages. */
-static const char *key_list(void)
-{
-    static char list[512];
-    if (list[0] == '\0') {
-        size_t used = 0;
-        for (int i = 0; i < ENGRAM_CONFIG_NUM_KEYS && used < sizeof(list); i++)
-            used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "", keys[i].info.name);
-    }
-    return list;
-}
+/* "transport, mode, ..." for error messages, built at compile time. */
+#define KEY_NAME(name, type, def, accepted, help) ", " #name
+static const char key_names[] = ENGRAM_CONFIG_KEYS(KEY_NAME);
+#define KEY_LIST (key_names + 2)
 
 /* Strict decimal: optional '-', digits only, no blanks, no overflow. */
 static bool parse_decimal(const char *s, const char *end, int64_t *out)
@@ -199,7 +192,7 @@ static engram_status_t config_apply_line(engram_config_t *cfg, const char *path,
     char *value = trim(eq + 1);
     int i = key_find(key, strlen(key));
     if (i < 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%sunknown key '%s'; keys are: %s", where, key, key_list());
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%sunknown key '%s'; keys are: %s", where, key, KEY_LIST);
     return config_apply(cfg, i, value, ENGRAM_CONFIG_SRC_FILE, where);
 }
 
@@ -258,7 +251,7 @@ static engram_status_t config_read_env(engram_config_t *cfg)
         int i = key_for_var(entry, len);
         if (i < 0)
             return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "unknown configuration variable %.*s; keys are: %s", (int)len,
-                                entry, key_list());
+                                entry, KEY_LIST);
         char where[NAME_MAX_LEN + 8];
         snprintf(where, sizeof(where), "%.*s: ", (int)len, entry);
         engram_status_t st = config_apply(cfg, i, eq ? eq + 1 : "", ENGRAM_CONFIG_SRC_ENV, where);
@@ -304,7 +297,7 @@ static int key_lookup(const engram_config_t *cfg, const char *key, const char *f
     }
     int i = key_find(key, strlen(key));
     if (i < 0)
-        ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: unknown key '%s'; keys are: %s", fn, key, key_list());
+        ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: unknown key '%s'; keys are: %s", fn, key, KEY_LIST);
     return i;
 }
 
