@@ -14,6 +14,11 @@
 
 /* Exit code of a child whose group could not even be set up. */
 #define FORK_CHILD_SETUP_FAILED 127
+/* Exit code of a child that leaked (LeakSanitizer's own default). */
+#define FORK_CHILD_LEAKED 23
+
+/* Present only when LeakSanitizer is linked in (sanitizer builds). */
+extern int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
 
 /* Runs in the child: keeps only its own end of its socket pair, runs the
  * rank and leaves with _exit so the parent's atexit handlers and stdio
@@ -35,6 +40,10 @@ static _Noreturn void child_run(fork_child_t *kids, int *child_ends, int nranks,
         rc = rank_main(g, arg);
         engram_group_destroy(g);
     }
+    /* _exit skips LeakSanitizer's exit-time check; run it here so that
+     * leaks in a rank's code fail sanitizer builds as they would in main. */
+    if (__lsan_do_recoverable_leak_check != NULL && __lsan_do_recoverable_leak_check() != 0 && rc == 0)
+        rc = FORK_CHILD_LEAKED;
     fflush(NULL);
     _exit(rc);
 }

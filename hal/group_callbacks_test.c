@@ -1,0 +1,106 @@
+/* The callbacks provider, driven by a fake in-process "framework". */
+#include <string.h>
+
+#include "hal/group.h"
+#include "hal/testdata/check_error.h"
+
+typedef struct fake {
+    int nranks;
+    int allgathers, barriers, destroyed;
+    int fail; /* what the callbacks return */
+} fake_t;
+
+/* Every rank of the fake framework contributes what this one does. */
+static int fake_allgather(void *ctx, const void *send, void *recv, size_t bytes)
+{
+    fake_t *f = ctx;
+    f->allgathers++;
+    for (int r = 0; r < f->nranks && f->fail == 0; r++)
+        memcpy((char *)recv + (size_t)r * bytes, send, bytes);
+    return f->fail;
+}
+
+static int fake_barrier(void *ctx)
+{
+    fake_t *f = ctx;
+    f->barriers++;
+    return f->fail;
+}
+
+static void fake_destroy(void *ctx)
+{
+    ((fake_t *)ctx)->destroyed++;
+}
+
+static engram_group_callbacks_t callbacks(fake_t *f, int rank, int local_size)
+{
+    return (engram_group_callbacks_t){
+        .size = sizeof(engram_group_callbacks_t),
+        .rank = rank,
+        .nranks = f->nranks,
+        .local_size = local_size,
+        .ctx = f,
+        .allgather = fake_allgather,
+        .barrier = fake_barrier,
+        .destroy = fake_destroy,
+    };
+}
+
+int main(void)
+{
+    fake_t f = {.nranks = 4};
+    engram_group_t *g = NULL;
+    engram_group_callbacks_t cb = callbacks(&f, 3, 2);
+    CHECK_OK(engram_group_from_callbacks(&cb, &g));
+    CHECK(engram_group_rank(g) == 3 && engram_group_size(g) == 4);
+    CHECK(engram_group_local_rank(g) == 1 && engram_group_local_size(g) == 2);
+
+    int mine = 42, all[4] = {0};
+    CHECK_OK(engram_group_allgather(g, &mine, all, sizeof(mine)));
+    CHECK(all[0] == 42 && all[3] == 42 && f.allgathers == 1);
+    CHECK_OK(engram_group_barrier(g));
+    CHECK(f.barriers == 1);
+    CHECK(engram_group_single_host(g) == 1);
+    CHECK(engram_group_single_host(g) == 1);
+    CHECK(f.allgathers == 2); /* cached after the first call */
+
+    f.fail = -5;
+    CHECK_ERROR(engram_group_allgather(g, &mine, all, sizeof(mine)), ENGRAM_ERR_PEER, "returned -5");
+    CHECK_ERROR(engram_group_barrier(g), ENGRAM_ERR_PEER, "barrier callback returned -5");
+    engram_group_destroy(g);
+    CHECK(f.destroyed == 1);
+
+    /* Callbacks without destroy are fine. */
+    cb = callbacks(&f, 0, 0);
+    cb.destroy = NULL;
+    CHECK_OK(engram_group_from_callbacks(&cb, &g));
+    CHECK(engram_group_local_size(g) == 4);
+    engram_group_destroy(g);
+    CHECK(f.destroyed == 1);
+
+    /* Refusals leave *out alone and never call destroy (the caller keeps ctx). */
+    g = NULL;
+    CHECK_ERROR(engram_group_from_callbacks(NULL, &g), ENGRAM_ERR_INVALID, "NULL callbacks");
+    cb = callbacks(&f, 0, 0);
+    CHECK_ERROR(engram_group_from_callbacks(&cb, NULL), ENGRAM_ERR_INVALID, "NULL out");
+    cb.size = sizeof(cb) - 1;
+    CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_VERSION, "struct has size");
+    cb = callbacks(&f, 0, 0);
+    cb.allgather = NULL;
+    CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_INVALID, "allgather callback is NULL");
+    cb = callbacks(&f, 0, 0);
+    cb.barrier = NULL;
+    CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_INVALID, "barrier callback is NULL");
+    cb = callbacks(&f, 4, 0);
+    CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_INVALID, "rank 4 / size 4");
+    cb = callbacks(&f, 0, 3);
+    CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_INVALID, "not a multiple of local_size 3");
+    cb = callbacks(&f, 0, -1);
+    CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_INVALID, "local_size -1");
+    f.nranks = 0;
+    cb = callbacks(&f, 0, 0);
+    CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_INVALID, "size 0");
+    CHECK(g == NULL && f.destroyed == 1);
+    printf("group_callbacks_test: ok\n");
+    return 0;
+}
