@@ -1,0 +1,30 @@
+/* A transport that records every call instead of moving data, for checking
+ * the engram layer's flush policy and routing. Gets write the source
+ * (peer, remote offset) into the destination so routing can be verified. */
+#ifndef ENGRAM_TESTS_RECORDING_TRANSPORT_H
+#define ENGRAM_TESTS_RECORDING_TRANSPORT_H
+
+#include "hal/transport.h"
+
+#define RECORDING_MAX_OPS 65536
+
+typedef struct recorded_op {
+    char kind; /* 'g' get, 'f' flush */
+    int queue, peer;
+    uint64_t remote_off, local_off;
+    size_t len;
+    unsigned flags;
+} recorded_op_t;
+
+typedef struct recording_log {
+    int num_ops;
+    recorded_op_t ops[RECORDING_MAX_OPS];
+    int open_regions;   /* registered and not yet deregistered */
+    int open_requests;  /* flushed and not yet freed */
+    engram_reg_span_t last_span;
+} recording_log_t;
+
+extern recording_log_t recording_log;
+extern const engram_transport_ops_t recording_transport_ops;
+
+#endif
