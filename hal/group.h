@@ -35,15 +35,19 @@ ENGRAM_API engram_status_t engram_group_from_callbacks(const engram_group_callba
  * nodes of `local_size` ranks; 0 means all ranks on one node) connected by
  * Unix socket pairs, waits for all of them and returns OK when every child
  * exited 0. exit_codes (optional, nranks entries) gets each child's exit code
- * (128 + signal when killed). The children call exit(rank_main(g, arg)); the
- * group a child receives is destroyed by the launcher after rank_main returns.
- * A child that dies makes the others' collectives fail with ENGRAM_ERR_PEER. */
+ * (128 + signal when killed), also when the call fails because of them. A
+ * child runs rank_main(g, arg); the launcher then destroys g, flushes stdio
+ * and _exits with rank_main's return value (the parent's atexit handlers do
+ * not run in children). A child that dies or leaves makes the others'
+ * collectives fail with ENGRAM_ERR_PEER naming its rank. */
 typedef int (*engram_rank_main_fn)(engram_group_t *group, void *arg);
 ENGRAM_API engram_status_t engram_group_fork_run(int nranks, int local_size, engram_rank_main_fn rank_main,
                                                  void *arg, int *exit_codes);
 
-/* MPI provider (engram_mpi library): wraps MPI_COMM_WORLD; MPI must already
- * be initialised. local_size = 0 takes it from MPI_COMM_TYPE_SHARED. */
+/* MPI provider (//hal:group_mpi, built where MPI is found): wraps a
+ * duplicate of MPI_COMM_WORLD; MPI must already be initialised, and the group
+ * destroyed before MPI_Finalize. local_size = 0 takes it from
+ * MPI_COMM_TYPE_SHARED. */
 ENGRAM_API engram_status_t engram_group_mpi_create(int local_size, engram_group_t **out);
 
 ENGRAM_API void engram_group_destroy(engram_group_t *group);

@@ -63,7 +63,7 @@ int main(int argc, char **argv)
      * destroy and MPI_Finalize finish. */
     engram_group_set_timeout(g, 200);
     if (wrank == 3) {
-        usleep(800 * 1000);
+        usleep(1500 * 1000);
         engram_group_set_timeout(g, 10000);
         CHECK_OK(engram_group_barrier(g));
     } else {
