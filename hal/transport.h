@@ -32,6 +32,10 @@ extern "C" {
 #define ENGRAM_CAP_GPU_INITIATED (1u << 1)  /* gets posted by a kernel (fetch launcher) */
 #define ENGRAM_CAP_HYBRID (1u << 2)         /* supports ENGRAM_REG_NODE_SPAN regions */
 #define ENGRAM_CAP_CROSS_HOST (1u << 3)     /* peers may live on other hosts */
+/* Gets complete only while the owner's CPU calls into the transport (e.g.
+ * UCX emulating RMA with active messages on shm/TCP): owners must call
+ * ops->progress until every peer's gets are done. */
+#define ENGRAM_CAP_OWNER_PROGRESS (1u << 4)
 
 #define ENGRAM_GET_AGGREGATE (1u << 0) /* do not ring the doorbell for this get */
 
@@ -86,6 +90,10 @@ typedef struct engram_transport_ops {
      * (e.g. UCX lanes), written into buf. */
     void (*describe)(const engram_transport_t *t, char *buf, size_t len);
     void (*close)(engram_transport_t *t);
+    /* Optional, may be NULL (check ops->size first): serve peers' gets and
+     * advance every queue. Needed with ENGRAM_CAP_OWNER_PROGRESS. Must not
+     * run concurrently with any other call on the transport. */
+    engram_status_t (*progress)(engram_transport_t *t);
 } engram_transport_ops_t;
 
 #ifdef __cplusplus

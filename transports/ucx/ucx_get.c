@@ -1,0 +1,253 @@
+/* The data path: windowed ucp_get_nbx, per-peer endpoint flushes, and the
+ * test that drives progress. No thread progresses behind the caller. */
+#include <stdlib.h>
+
+#include "hal/log.h"
+#include "transports/ucx/ucx_internal.h"
+
+/* Runs from ucp_worker_progress of the queue's worker. */
+static void get_done(void *request, ucs_status_t status, void *user_data)
+{
+    ucx_conn_t *conn = user_data;
+    conn->queue->inflight--;
+    conn->inflight--;
+    if (status != UCS_OK && conn->get_error == UCS_OK)
+        conn->get_error = status;
+    ucp_request_free(request);
+}
+
+static engram_status_t check_queue(const engram_transport_t *t, int queue, int peer, const char *what)
+{
+    if (t == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx %s: transport must not be NULL", what);
+    if (queue < 0 || queue >= t->nqueues)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx %s: queue %d out of range (0..%d)", what, queue,
+                            t->nqueues - 1);
+    if (peer < 0 || peer >= t->npeers)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx %s: peer %d out of range (0..%d)", what, peer, t->npeers - 1);
+    return ENGRAM_OK;
+}
+
+static bool out_of_bounds(uint64_t off, size_t len, size_t size)
+{
+    return off > size || len > size - off;
+}
+
+#define PEER_CHECK_NS 20000000u /* 20 ms between pid checks of a slow peer */
+
+/* Gets in flight to live peers. A dead peer's gets may never complete
+ * (without failure reports UCX does not fail them until close), so they
+ * do not hold the window. */
+static unsigned live_inflight(engram_transport_t *t, ucx_queue_t *q)
+{
+    unsigned n = q->inflight;
+    for (int r = 0; r < t->size; r++) {
+        if (q->conns[r].inflight > 0 && engram_ucx_check_peer(t, r))
+            n -= q->conns[r].inflight;
+    }
+    return n;
+}
+
+/* Progresses the queue's worker until fewer than `window` gets are in
+ * flight to live peers. */
+static engram_status_t window_drain(engram_transport_t *t, ucx_queue_t *q, unsigned window, int queue)
+{
+    uint64_t deadline = 0, next_check = 0;
+    while (q->inflight >= window) {
+        if (ucp_worker_progress(q->worker) != 0)
+            continue;
+        engram_ucx_serve_others(t, q);
+        uint64_t now = engram_ucx_now_ns();
+        if (deadline == 0) {
+            deadline = now + t->timeout_ns;
+            next_check = now + PEER_CHECK_NS;
+        } else if (now > next_check) {
+            if (live_inflight(t, q) < window)
+                return ENGRAM_OK;
+            next_check = now + PEER_CHECK_NS;
+        } else if (now > deadline)
+            return ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT, "ucx get: queue %d still had %u gets in flight after %llu ms",
+                                queue, q->inflight, (unsigned long long)(t->timeout_ns / 1000000u));
+    }
+    return ENGRAM_OK;
+}
+
+static engram_status_t get_locked(engram_transport_t *t, int queue, int peer, engram_region_t *remote,
+                                  uint64_t remote_off, engram_region_t *local, uint64_t local_off, size_t len,
+                                  unsigned flags)
+{
+    engram_status_t st;
+    if (remote == NULL || local == NULL || !remote->symmetric)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx get: need a symmetric remote region and a local region");
+    if (out_of_bounds(remote_off, len, remote->remote_size))
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx get: remote bytes [%llu, +%zu) exceed the peer's %zu-byte "
+                            "region", (unsigned long long)remote_off, len, remote->remote_size);
+    if (out_of_bounds(local_off, len, local->local_size))
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx get: local bytes [%llu, +%zu) exceed the %zu-byte "
+                            "destination", (unsigned long long)local_off, len, local->local_size);
+    int rank = engram_ucx_peer_rank(t, remote->span, peer);
+    if (engram_ucx_peer_is_dead(t, rank))
+        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx get: peer rank %d has failed", rank);
+    if (len == 0)
+        return ENGRAM_OK;
+    ucx_queue_t *q = &t->queues[queue];
+    st = window_drain(t, q, t->window, queue);
+    if (st != ENGRAM_OK)
+        return st;
+
+    ucx_conn_t *conn = &q->conns[rank];
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH,
+        .cb.send = get_done,
+        .user_data = conn,
+        .memh = local->memh,
+    };
+    ucs_status_ptr_t req = ucp_get_nbx(conn->ep, local->local_base + local_off, len,
+                                       remote->remote_base[peer] + remote_off,
+                                       remote->rkeys[(size_t)queue * (size_t)remote->npeers + (size_t)peer], &param);
+    if (UCS_PTR_IS_ERR(req))
+        return ENGRAM_ERROR(engram_ucx_peer_is_dead(t, rank) ? ENGRAM_ERR_PEER : ENGRAM_ERR_TRANSPORT,
+                            "ucx get: ucp_get_nbx from rank %d failed: %s", rank,
+                            ucs_status_string(UCS_PTR_STATUS(req)));
+    if (req != NULL) {
+        q->inflight++;
+        conn->inflight++;
+    }
+    /* The doorbell: without AGGREGATE the worker gets a chance to send. */
+    if (!(flags & ENGRAM_GET_AGGREGATE))
+        ucp_worker_progress(q->worker);
+    return ENGRAM_OK;
+}
+
+static engram_status_t flush_locked(engram_transport_t *t, int queue, int peer, engram_request_t **req)
+{
+    if (req == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx flush: req must not be NULL");
+    engram_request_t *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ucx flush: out of memory for a request");
+    int rank = engram_ucx_peer_rank(t, t->span, peer);
+    r->conn = &t->queues[queue].conns[rank];
+    r->deadline_ns = engram_ucx_now_ns() + t->timeout_ns;
+    r->next_check_ns = engram_ucx_now_ns() + PEER_CHECK_NS;
+    r->result = ENGRAM_INPROGRESS;
+    if (engram_ucx_peer_is_dead(t, rank)) {
+        r->result = ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx flush: peer rank %d has failed", rank);
+        *req = r;
+        return ENGRAM_OK;
+    }
+    ucp_request_param_t param = {0};
+    ucs_status_ptr_t ucp_req = ucp_ep_flush_nbx(r->conn->ep, &param);
+    if (UCS_PTR_IS_PTR(ucp_req))
+        r->ucp_req = ucp_req;
+    else if (UCS_PTR_IS_ERR(ucp_req))
+        r->result = ENGRAM_ERROR(engram_ucx_peer_is_dead(t, rank) ? ENGRAM_ERR_PEER : ENGRAM_ERR_TRANSPORT,
+                                 "ucx flush: flushing rank %d failed: %s", rank,
+                                 ucs_status_string(UCS_PTR_STATUS(ucp_req)));
+    *req = r;
+    return ENGRAM_OK;
+}
+
+/* The outcome of a finished flush: its own status, else the first failed
+ * get on the endpoint since the last flush. */
+static engram_status_t flush_result(engram_transport_t *t, ucx_conn_t *conn, ucs_status_t flush_status)
+{
+    ucs_status_t us = flush_status != UCS_OK ? flush_status : conn->get_error;
+    conn->get_error = UCS_OK;
+    if (us == UCS_OK)
+        return ENGRAM_OK;
+    if (engram_ucx_peer_is_dead(t, conn->rank))
+        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx: peer rank %d failed before its gets completed (%s)", conn->rank,
+                            ucs_status_string(us));
+    return ENGRAM_ERROR(ENGRAM_ERR_TRANSPORT, "ucx: gets from rank %d failed: %s", conn->rank,
+                        ucs_status_string(us));
+}
+
+static engram_status_t test_locked(engram_transport_t *t, engram_request_t *req)
+{
+    if (req->ucp_req == NULL) {
+        /* Finished at flush time (nothing was outstanding, or it failed). */
+        if (req->result == ENGRAM_INPROGRESS)
+            req->result = flush_result(t, req->conn, UCS_OK);
+        return req->result;
+    }
+    ucp_worker_progress(req->conn->queue->worker);
+    ucs_status_t us = ucp_request_check_status(req->ucp_req);
+    if (us == UCS_INPROGRESS) {
+        engram_ucx_serve_others(t, req->conn->queue);
+        uint64_t now = engram_ucx_now_ns();
+        if (now >= req->next_check_ns) {
+            req->next_check_ns = now + PEER_CHECK_NS;
+            if (engram_ucx_check_peer(t, req->conn->rank)) {
+                /* UCX may never finish it; it releases it when it does,
+                 * at the latest when close cancels the endpoint. */
+                ucp_request_free(req->ucp_req);
+                req->ucp_req = NULL;
+                req->conn->get_error = UCS_OK;
+                req->result = ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx: peer rank %d exited before its gets completed",
+                                           req->conn->rank);
+                return req->result;
+            }
+        }
+        if (now <= req->deadline_ns)
+            return ENGRAM_INPROGRESS;
+        return ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT, "ucx: flush of rank %d not complete after %llu ms%s",
+                            req->conn->rank, (unsigned long long)(t->timeout_ns / 1000000u),
+                            t->target_progress ? " (gets are served by the owner's CPU on these UCX transports: "
+                                                 "is it progressing?)" : "");
+    }
+    ucp_request_free(req->ucp_req);
+    req->ucp_req = NULL;
+    req->result = flush_result(t, req->conn, us);
+    return req->result;
+}
+
+/* The public entry points hold the queue for the call (see ucx_queue). */
+
+engram_status_t engram_ucx_get(engram_transport_t *t, int queue, int peer, engram_region_t *remote,
+                               uint64_t remote_off, engram_region_t *local, uint64_t local_off, size_t len,
+                               unsigned flags)
+{
+    engram_status_t st = check_queue(t, queue, peer, "get");
+    if (st != ENGRAM_OK)
+        return st;
+    engram_ucx_queue_enter(&t->queues[queue]);
+    st = get_locked(t, queue, peer, remote, remote_off, local, local_off, len, flags);
+    engram_ucx_queue_leave(&t->queues[queue]);
+    return st;
+}
+
+engram_status_t engram_ucx_flush(engram_transport_t *t, int queue, int peer, engram_request_t **req)
+{
+    engram_status_t st = check_queue(t, queue, peer, "flush");
+    if (st != ENGRAM_OK)
+        return st;
+    engram_ucx_queue_enter(&t->queues[queue]);
+    st = flush_locked(t, queue, peer, req);
+    engram_ucx_queue_leave(&t->queues[queue]);
+    return st;
+}
+
+engram_status_t engram_ucx_test(engram_transport_t *t, engram_request_t *req)
+{
+    if (t == NULL || req == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx test: transport and request must not be NULL");
+    engram_ucx_queue_enter(req->conn->queue);
+    engram_status_t st = test_locked(t, req);
+    engram_ucx_queue_leave(req->conn->queue);
+    return st;
+}
+
+void engram_ucx_request_free(engram_transport_t *t, engram_request_t *req)
+{
+    (void)t;
+    if (req == NULL)
+        return;
+    /* Still in flight: UCX completes it later and releases it itself. */
+    if (req->ucp_req != NULL) {
+        engram_ucx_queue_enter(req->conn->queue);
+        ucp_request_free(req->ucp_req);
+        engram_ucx_queue_leave(req->conn->queue);
+    }
+    free(req);
+}

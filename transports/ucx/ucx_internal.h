@@ -1,0 +1,115 @@
+/* State shared by the UCX transport's files (internal). */
+#ifndef ENGRAM_TRANSPORTS_UCX_INTERNAL_H
+#define ENGRAM_TRANSPORTS_UCX_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <ucp/api/ucp.h>
+
+#include "hal/transport.h"
+#include "memory/segment_span.h"
+
+#define UCX_DEFAULT_QUEUES 4
+
+typedef struct ucx_queue ucx_queue_t;
+
+/* One endpoint: (queue, rank). Its address is the user data of the error
+ * handler and of the get callbacks, so both know whom they are about. */
+typedef struct ucx_conn {
+    ucp_ep_h ep;
+    ucx_queue_t *queue;
+    engram_transport_t *t;
+    int rank;
+    unsigned inflight;      /* this endpoint's share of queue->inflight */
+    ucs_status_t get_error; /* first failed get since the last flush reported it */
+} ucx_conn_t;
+
+struct ucx_queue {
+    /* Held by the queue's own calls and, briefly, by another queue's
+     * thread serving peers through this worker (owner-progress transports:
+     * a stalled queue must not starve peers waiting on this one). */
+    int busy;
+    ucp_worker_h worker;
+    ucx_conn_t *conns; /* [size] */
+    unsigned inflight; /* gets posted whose completion callback has not run */
+};
+
+struct engram_region {
+    engram_region_t *next; /* the transport's list, so close frees leftovers */
+    bool symmetric;
+    engram_reg_span_t span;
+    ucp_mem_h memh;
+    char *local_base; /* this process's view of the registered memory */
+    size_t local_size;
+    int npeers;
+    uint64_t *remote_base; /* [npeers]: the peer's address of its region */
+    size_t remote_size;    /* bytes each peer's region holds */
+    ucp_rkey_h *rkeys;     /* [nqueues * npeers], unpacked on each queue's endpoint */
+    engram_segment_span_t node_span; /* hybrid: node-mates' segments back to back */
+};
+
+struct engram_transport {
+    engram_group_t *group;
+    int rank, size, local_rank, local_size;
+    engram_reg_span_t span; /* how flush peers map to ranks, from cfg->mode */
+    int npeers;
+    unsigned window;
+    uint64_t timeout_ns;
+    ucp_context_h ctx;
+    int nqueues;
+    ucx_queue_t *queues;
+    uint8_t *peer_dead; /* [size]: set on failure reports and pid checks, read with atomics */
+    int *peer_pid;      /* [size]: pid of a peer on this host, 0 when it cannot be checked */
+    bool err_mode_peer; /* endpoints report peer failure (not all UCX transports can) */
+    engram_region_t *regions;
+    bool target_progress; /* gets are served by the owner's CPU (AM-emulated RMA) */
+};
+
+struct engram_request {
+    ucs_status_ptr_t ucp_req; /* the endpoint flush; NULL once finished */
+    ucx_conn_t *conn;
+    uint64_t deadline_ns;
+    uint64_t next_check_ns; /* when to look at the peer's pid again */
+    engram_status_t result; /* final status once ucp_req is NULL */
+};
+
+uint64_t engram_ucx_now_ns(void);
+/* Rank that serves `peer` under `span` for this process. */
+int engram_ucx_peer_rank(const engram_transport_t *t, engram_reg_span_t span, int peer);
+bool engram_ucx_peer_is_dead(const engram_transport_t *t, int rank);
+/* Collective: learns which peers share this host, to check them by pid. */
+engram_status_t engram_ucx_liveness_init(engram_transport_t *t);
+/* Whether `rank` has failed; marks it dead if its process is gone. */
+bool engram_ucx_check_peer(engram_transport_t *t, int rank);
+
+/* Collective: every rank contributes `len` bytes (lengths may differ);
+ * *all receives size blobs at a stride of *stride, *lens their lengths.
+ * The caller frees *all and *lens. */
+engram_status_t engram_ucx_allgather_blobs(engram_group_t *group, const void *mine, size_t len, char **all,
+                                           size_t *stride, size_t **lens);
+
+engram_status_t engram_ucx_reg_symmetric(engram_transport_t *t, engram_segment_t *seg, engram_reg_span_t span,
+                                         engram_region_t **out);
+engram_status_t engram_ucx_reg_local(engram_transport_t *t, engram_segment_t *seg, engram_region_t **out);
+void engram_ucx_dereg(engram_transport_t *t, engram_region_t *region);
+
+engram_status_t engram_ucx_get(engram_transport_t *t, int queue, int peer, engram_region_t *remote,
+                               uint64_t remote_off, engram_region_t *local, uint64_t local_off, size_t len,
+                               unsigned flags);
+engram_status_t engram_ucx_flush(engram_transport_t *t, int queue, int peer, engram_request_t **req);
+engram_status_t engram_ucx_test(engram_transport_t *t, engram_request_t *req);
+void engram_ucx_request_free(engram_transport_t *t, engram_request_t *req);
+engram_status_t engram_ucx_progress(engram_transport_t *t);
+void engram_ucx_queue_enter(ucx_queue_t *q);
+void engram_ucx_queue_leave(ucx_queue_t *q);
+/* With owner progress: progresses the other queues' workers that are not
+ * in use right now, so peers' gets to them are served. */
+void engram_ucx_serve_others(engram_transport_t *t, const ucx_queue_t *self);
+
+/* The endpoints' lanes as "tl/dev(roles), ..." into buf; returns whether
+ * any lane does RMA itself (false: UCP emulates gets with active messages,
+ * served by the owner's CPU). */
+bool engram_ucx_lanes(const engram_transport_t *t, char *buf, size_t len);
+void engram_ucx_describe(const engram_transport_t *t, char *buf, size_t len);
+
+#endif

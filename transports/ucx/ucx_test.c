@@ -1,0 +1,304 @@
+/* UCX transport, CPU tier: 4 forked ranks on this host over the UCX_TLS
+ * the test target sets. Transport-level gets from every peer with pattern
+ * checks (direct and hybrid), then a peer that exits with gets
+ * outstanding. With argument "cma_unusable": open must fail cleanly. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hal/config.h"
+#include "hal/config_keys.h"
+#include "hal/group.h"
+#include "memory/host_segment.h"
+#include "tests/check.h"
+#include "transports/ucx/ucx.h"
+
+#define NRANKS 4
+#define NQUEUES 2
+#define ROW 256
+#define ROWS_PER_PEER 96 /* per queue */
+#define SEG_BYTES ((size_t)64 << 10)
+#define EXIT_TIMEOUT_MS 3000
+#define EXIT_ROWS 8 /* below the window: all outstanding when the victim exits */
+
+static const engram_transport_ops_t *ops = &engram_ucx_ops;
+
+/* Counters shared by the forked ranks (mapped before the fork): ranks that
+ * finished their gets, so owners keep serving until everyone is done. */
+typedef struct shared {
+    int done;
+    int issued;
+} shared_t;
+
+typedef struct scenario {
+    shared_t *shared;
+    int mode; /* ENGRAM_MODE_* */
+    int local_size;
+} scenario_t;
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Word w of rank r's segment: distinct in every rank and position. */
+static uint32_t pattern(int rank, size_t word)
+{
+    return ((uint32_t)rank << 24) ^ (uint32_t)(word * 2654435761u);
+}
+
+static engram_config_t *config_for(int mode, int timeout_ms)
+{
+    engram_config_t *cfg;
+    CHECK_OK(engram_config_create(&cfg));
+    char num[32];
+    snprintf(num, sizeof(num), "%d", NQUEUES);
+    CHECK_OK(engram_config_set(cfg, "num_qps", num));
+    CHECK_OK(engram_config_set(cfg, "mode", mode == ENGRAM_MODE_HYBRID ? "hybrid" : "direct"));
+    snprintf(num, sizeof(num), "%d", timeout_ms);
+    CHECK_OK(engram_config_set(cfg, "timeout_ms", num));
+    /* Small window: the drain path runs too. */
+    CHECK_OK(engram_config_set(cfg, "ucx_window", "16"));
+    return cfg;
+}
+
+static engram_segment_t *table_segment(int rank)
+{
+    engram_segment_params_t params = {.size = sizeof(params), .bytes = SEG_BYTES, .numa_node = -1,
+                                      .huge = ENGRAM_HUGE_OFF};
+    engram_segment_t *seg;
+    CHECK_OK(engram_host_segment_ops.alloc(&params, &seg));
+    CHECK(seg->size == SEG_BYTES);
+    uint32_t *w = seg->addr;
+    for (size_t i = 0; i < seg->size / sizeof(*w); i++)
+        w[i] = pattern(rank, i);
+    return seg;
+}
+
+/* Owners serve gets (AM-emulated RMA) until every rank finished its own. */
+static void serve_until_all_done(engram_transport_t *t, shared_t *sh, int nranks)
+{
+    __atomic_add_fetch(&sh->done, 1, __ATOMIC_SEQ_CST);
+    uint64_t deadline = now_ms() + 20000;
+    while (__atomic_load_n(&sh->done, __ATOMIC_SEQ_CST) < nranks) {
+        CHECK_OK(ops->progress(t));
+        CHECK(now_ms() < deadline);
+    }
+}
+
+static void wait_all(engram_transport_t *t, engram_request_t **reqs, int n)
+{
+    uint64_t deadline = now_ms() + 20000;
+    for (int i = 0; i < n; i++) {
+        engram_status_t st;
+        while ((st = ops->test(t, reqs[i])) == ENGRAM_INPROGRESS) {
+            CHECK_OK(ops->progress(t));
+            CHECK(now_ms() < deadline);
+        }
+        CHECK_OK(st);
+        ops->request_free(t, reqs[i]);
+    }
+}
+
+/* Gets ROWS_PER_PEER rows from every peer on every queue into dst, then
+ * checks each row against the owner's pattern. */
+static int fetch_main(engram_group_t *group, void *arg)
+{
+    scenario_t *sc = arg;
+    int rank = engram_group_rank(group);
+    int local_size = engram_group_local_size(group);
+    engram_config_t *cfg = config_for(sc->mode, 20000);
+    engram_transport_t *t;
+    CHECK_OK(ops->open(group, cfg, &t));
+    engram_transport_caps_t caps;
+    ops->caps(t, &caps);
+    CHECK(caps.max_queues == NQUEUES && (caps.flags & ENGRAM_CAP_HOST_INITIATED));
+    char info[1024];
+    ops->describe(t, info, sizeof(info));
+    CHECK(strstr(info, getenv("UCX_TLS")) != NULL);
+    if (rank == 0)
+        printf("UCX_TLS=%s mode=%s: %s\n", getenv("UCX_TLS"), sc->mode ? "hybrid" : "direct", info);
+
+    bool hybrid = sc->mode == ENGRAM_MODE_HYBRID;
+    engram_segment_t *table = table_segment(rank);
+    engram_region_t *remote;
+    CHECK_OK(ops->reg_symmetric(t, table, hybrid ? ENGRAM_REG_NODE_SPAN : ENGRAM_REG_RANK, &remote));
+    int npeers = hybrid ? NRANKS / local_size : NRANKS;
+    size_t span_bytes = hybrid ? (size_t)local_size * SEG_BYTES : SEG_BYTES;
+    size_t nrows = (size_t)NQUEUES * (size_t)npeers * ROWS_PER_PEER;
+    engram_segment_params_t params = {.size = sizeof(params), .bytes = nrows * ROW, .numa_node = -1,
+                                      .huge = ENGRAM_HUGE_OFF};
+    engram_segment_t *dst;
+    CHECK_OK(engram_host_segment_ops.alloc(&params, &dst));
+    memset(dst->addr, 0xee, dst->size);
+    engram_region_t *local;
+    CHECK_OK(ops->reg_local(t, dst, &local));
+
+    /* Bad offsets are refused, not turned into addresses. */
+    CHECK_STATUS(ops->get(t, 0, 0, remote, span_bytes - ROW + 1, local, 0, ROW, 0), ENGRAM_ERR_INVALID);
+    CHECK_STATUS(ops->get(t, 0, 0, remote, 0, local, dst->size - ROW + 8, ROW, 0), ENGRAM_ERR_INVALID);
+    CHECK_STATUS(ops->get(t, 0, npeers, remote, 0, local, 0, ROW, 0), ENGRAM_ERR_INVALID);
+    CHECK_STATUS(ops->get(t, NQUEUES, 0, remote, 0, local, 0, ROW, 0), ENGRAM_ERR_INVALID);
+
+    size_t *src = malloc(nrows * sizeof(*src));
+    CHECK(src != NULL);
+    size_t span_rows = span_bytes / ROW;
+    size_t row = 0;
+    for (int q = 0; q < NQUEUES; q++) {
+        for (int p = 0; p < npeers; p++) {
+            for (int i = 0; i < ROWS_PER_PEER; i++, row++) {
+                src[row] = (row * 7919 + (size_t)rank * 104729) % span_rows;
+                /* Every 8th get rings the doorbell, as the engram layer's flush_depth does. */
+                CHECK_OK(ops->get(t, q, p, remote, src[row] * ROW, local, row * ROW, ROW,
+                                  i % 8 == 7 ? 0 : ENGRAM_GET_AGGREGATE));
+            }
+        }
+    }
+    engram_request_t **reqs = calloc((size_t)NQUEUES * (size_t)npeers, sizeof(*reqs));
+    CHECK(reqs != NULL);
+    for (int q = 0; q < NQUEUES; q++) {
+        for (int p = 0; p < npeers; p++)
+            CHECK_OK(ops->flush(t, q, p, &reqs[q * npeers + p]));
+    }
+    wait_all(t, reqs, NQUEUES * npeers);
+
+    row = 0;
+    for (int q = 0; q < NQUEUES; q++) {
+        for (int p = 0; p < npeers; p++) {
+            for (int i = 0; i < ROWS_PER_PEER; i++, row++) {
+                /* Hybrid: node p's span holds its ranks' segments back to back. */
+                size_t off = src[row] * ROW;
+                int owner = hybrid ? p * local_size + (int)(off / SEG_BYTES) : p;
+                size_t word0 = (off % SEG_BYTES) / sizeof(uint32_t);
+                const uint32_t *got = (const uint32_t *)((const char *)dst->addr + row * ROW);
+                for (size_t w = 0; w < ROW / sizeof(uint32_t); w++) {
+                    if (got[w] != pattern(owner, word0 + w)) {
+                        fprintf(stderr, "rank %d: queue %d peer %d row %d word %zu: got %08x want %08x (owner %d)\n",
+                                rank, q, p, i, w, got[w], pattern(owner, word0 + w), owner);
+                        exit(1);
+                    }
+                }
+            }
+        }
+    }
+    serve_until_all_done(t, sc->shared, NRANKS);
+    free(reqs);
+    free(src);
+    ops->dereg(t, local);
+    ops->dereg(t, remote);
+    ops->close(t);
+    engram_host_segment_ops.free(dst);
+    engram_host_segment_ops.free(table);
+    engram_config_destroy(cfg);
+    return 0;
+}
+
+/* Rank 3 exits (as if it crashed) once the others have gets outstanding
+ * to it; they must see a peer error or a timeout within the bound. */
+static int peer_exit_main(engram_group_t *group, void *arg)
+{
+    scenario_t *sc = arg;
+    int rank = engram_group_rank(group);
+    int victim = NRANKS - 1;
+    engram_config_t *cfg = config_for(ENGRAM_MODE_DIRECT, EXIT_TIMEOUT_MS);
+    engram_transport_t *t;
+    CHECK_OK(ops->open(group, cfg, &t));
+    engram_segment_t *table = table_segment(rank);
+    engram_region_t *remote;
+    CHECK_OK(ops->reg_symmetric(t, table, ENGRAM_REG_RANK, &remote));
+    engram_segment_params_t params = {.size = sizeof(params), .bytes = EXIT_ROWS * ROW, .numa_node = -1,
+                                      .huge = ENGRAM_HUGE_OFF};
+    engram_segment_t *dst;
+    CHECK_OK(engram_host_segment_ops.alloc(&params, &dst));
+    engram_region_t *local;
+    CHECK_OK(ops->reg_local(t, dst, &local));
+
+    if (rank == victim) {
+        uint64_t deadline = now_ms() + 20000;
+        while (__atomic_load_n(&sc->shared->issued, __ATOMIC_SEQ_CST) < NRANKS - 1 && now_ms() < deadline)
+            usleep(1000);
+        _exit(0); /* no cleanup, no goodbye: the others must notice by themselves */
+    }
+    engram_status_t st = ENGRAM_OK;
+    for (int i = 0; i < EXIT_ROWS && st == ENGRAM_OK; i++)
+        st = ops->get(t, 0, victim, remote, (size_t)i * ROW, local, (size_t)i * ROW, ROW, ENGRAM_GET_AGGREGATE);
+    CHECK(st == ENGRAM_OK || st == ENGRAM_ERR_PEER);
+    engram_request_t *req = NULL;
+    if (st == ENGRAM_OK)
+        CHECK_OK(ops->flush(t, 0, victim, &req));
+    __atomic_add_fetch(&sc->shared->issued, 1, __ATOMIC_SEQ_CST);
+    uint64_t start = now_ms();
+    while (req != NULL && (st = ops->test(t, req)) == ENGRAM_INPROGRESS)
+        CHECK(now_ms() - start < EXIT_TIMEOUT_MS + 5000);
+    uint64_t waited = now_ms() - start;
+    if (rank == 0)
+        printf("UCX_TLS=%s: peer exit -> %s after %llu ms (%s)\n", getenv("UCX_TLS"), engram_status_str(st),
+               (unsigned long long)waited, engram_last_error());
+    CHECK(st == ENGRAM_ERR_PEER || st == ENGRAM_ERR_TIMEOUT);
+    CHECK(waited <= EXIT_TIMEOUT_MS + 2000);
+    /* The survivors still reach each other. */
+    ops->request_free(t, req);
+    serve_until_all_done(t, sc->shared, NRANKS - 1);
+    ops->dereg(t, local);
+    ops->dereg(t, remote);
+    ops->close(t);
+    engram_host_segment_ops.free(dst);
+    engram_host_segment_ops.free(table);
+    engram_config_destroy(cfg);
+    return 0;
+}
+
+static int cma_unusable_main(engram_group_t *group, void *arg)
+{
+    (void)arg;
+    engram_config_t *cfg = config_for(ENGRAM_MODE_DIRECT, 5000);
+    engram_transport_t *t = NULL;
+    CHECK_STATUS(ops->open(group, cfg, &t), ENGRAM_ERR_TRANSPORT);
+    CHECK(t == NULL);
+    CHECK(strstr(engram_last_error(), "no endpoint to rank") != NULL);
+    engram_config_destroy(cfg);
+    return 0;
+}
+
+static void run(engram_rank_main_fn fn, int local_size, scenario_t *sc)
+{
+    memset(sc->shared, 0, sizeof(*sc->shared));
+    sc->local_size = local_size;
+    int codes[NRANKS];
+    engram_status_t st = engram_group_fork_run(NRANKS, local_size, fn, sc, codes);
+    for (int r = 0; r < NRANKS; r++) {
+        if (codes[r] != 0)
+            fprintf(stderr, "rank %d exited with %d\n", r, codes[r]);
+    }
+    CHECK_OK(st);
+}
+
+int main(int argc, char **argv)
+{
+    CHECK(getenv("UCX_TLS") != NULL);
+    const char *why = NULL;
+    CHECK(ops->available(NULL, &why));
+    shared_t *sh = mmap(NULL, sizeof(shared_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(sh != MAP_FAILED);
+    scenario_t sc = {.shared = sh};
+    if (argc > 1 && strcmp(argv[1], "cma_unusable") == 0) {
+        run(cma_unusable_main, 0, &sc);
+    } else {
+        sc.mode = ENGRAM_MODE_DIRECT;
+        run(fetch_main, 0, &sc);
+        sc.mode = ENGRAM_MODE_HYBRID;
+        run(fetch_main, 2, &sc);
+        /* The victim's exit code is 0 (it exits on purpose); the launcher
+         * must still report every survivor's success. */
+        run(peer_exit_main, 0, &sc);
+    }
+    munmap(sh, sizeof(shared_t));
+    printf("ok\n");
+    return 0;
+}
