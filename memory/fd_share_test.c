@@ -58,7 +58,7 @@ static int rank_page(int rank)
 
 static void check_shared(engram_group_t *g, int my_fd)
 {
-    int n = engram_group_size(g), me = engram_group_rank(g);
+    int n = engram_group_size(g);
     int fds[MAX_RANKS];
     CHECK_OK(engram_fd_allgather(g, my_fd, fds));
     for (int r = 0; r < n; r++) {
@@ -70,7 +70,6 @@ static void check_shared(engram_group_t *g, int my_fd)
         munmap((void *)p, PAGE);
         close(fds[r]);
     }
-    (void)me;
 }
 
 static int share_main(engram_group_t *g, void *arg)
