@@ -6,7 +6,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hal/config_keys.h"
 #include "hal/log.h"
+#include "memory/host_segment.h"
 #include "tools/bench/bench.h"
 
 typedef struct rank_times {
@@ -21,7 +23,8 @@ typedef struct rank_state {
     engram_group_t *g;
     engram_context_t *ctx;
     engram_table_t *table;
-    uint8_t *all_rows;    /* gathered reference table [total][row_bytes] */
+    engram_segment_t *all_seg; /* the gathered reference table, in the same kind of memory as the shards */
+    uint8_t *all_rows;         /* all_seg's rows [total][row_bytes] */
     uint32_t *all_scales; /* [total][packs] */
     int64_t *indices;
     uint8_t *ref_out;
@@ -83,10 +86,18 @@ static engram_status_t write_and_gather(rank_state_t *s)
     uint64_t total = c->entries_per_rank * (uint64_t)c->ranks;
     uint64_t shard_bytes = c->entries_per_rank * c->row_bytes;
     uint32_t packs = bench_scale_packs(c);
+    /* The reference reads from a host segment like the ones the fetch
+     * reads from (same page size, same NUMA policy), so the ratio compares
+     * the access path, not the memory behind it. */
+    engram_segment_params_t sp = {.size = sizeof(sp), .bytes = shard_bytes * (uint64_t)c->ranks, .numa_node = -1,
+                                  .huge = ENGRAM_HUGE_AUTO, .device = -1};
+    engram_status_t st = engram_host_segment_ops.alloc(&sp, &s->all_seg);
+    if (st != ENGRAM_OK)
+        return st;
+    s->all_rows = s->all_seg->addr;
     uint8_t *shard = malloc(shard_bytes);
-    s->all_rows = malloc(shard_bytes * (uint64_t)c->ranks);
     s->all_scales = packs ? malloc(total * packs * sizeof(uint32_t)) : NULL;
-    if (shard == NULL || s->all_rows == NULL || (packs && s->all_scales == NULL)) {
+    if (shard == NULL || (packs && s->all_scales == NULL)) {
         free(shard);
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "bench: cannot allocate the reference table");
     }
@@ -94,7 +105,7 @@ static engram_status_t write_and_gather(rank_state_t *s)
         bench_fill_row((uint64_t)rank * c->entries_per_rank + i, c->row_bytes, shard + i * c->row_bytes);
     for (uint64_t i = 0; i < total * packs; i++)
         s->all_scales[i] = bench_scale(i / packs, (uint32_t)(i % packs));
-    engram_status_t st = engram_write(s->table, shard, c->row_bytes, s->all_scales);
+    st = engram_write(s->table, shard, c->row_bytes, s->all_scales);
     if (st == ENGRAM_OK)
         st = engram_group_allgather(s->g, shard, s->all_rows, shard_bytes);
     free(shard);
@@ -201,7 +212,8 @@ static void free_state(rank_state_t *s)
 {
     engram_table_destroy(s->table);
     engram_context_destroy(s->ctx);
-    free(s->all_rows);
+    if (s->all_seg)
+        s->all_seg->ops->free(s->all_seg);
     free(s->all_scales);
     free(s->indices);
     free(s->ref_out);
