@@ -31,6 +31,7 @@ static const engram_transport_ops_t *ops = &engram_ucx_ops;
  * finished their gets, so owners keep serving until everyone is done. */
 typedef struct shared {
     int done;
+    int warm;
     int issued;
 } shared_t;
 
@@ -82,11 +83,11 @@ static engram_segment_t *table_segment(int rank)
 }
 
 /* Owners serve gets (AM-emulated RMA) until every rank finished its own. */
-static void serve_until_all_done(engram_transport_t *t, shared_t *sh, int nranks)
+static void serve_until_all(engram_transport_t *t, int *counter, int nranks)
 {
-    __atomic_add_fetch(&sh->done, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(counter, 1, __ATOMIC_SEQ_CST);
     uint64_t deadline = now_ms() + 20000;
-    while (__atomic_load_n(&sh->done, __ATOMIC_SEQ_CST) < nranks) {
+    while (__atomic_load_n(counter, __ATOMIC_SEQ_CST) < nranks) {
         CHECK_OK(ops->progress(t));
         CHECK(now_ms() < deadline);
     }
@@ -187,7 +188,7 @@ static int fetch_main(engram_group_t *group, void *arg)
             }
         }
     }
-    serve_until_all_done(t, sc->shared, NRANKS);
+    serve_until_all(t, &sc->shared->done, NRANKS);
     free(reqs);
     free(src);
     ops->dereg(t, local);
@@ -219,6 +220,15 @@ static int peer_exit_main(engram_group_t *group, void *arg)
     engram_region_t *local;
     CHECK_OK(ops->reg_local(t, dst, &local));
 
+    /* Connections to the victim are made first: UCX 1.13.1 aborts
+     * (wireup_ep.c assertion, from ucp_worker_discard_uct_ep) when a TCP
+     * peer dies while an endpoint's wireup is still pending. */
+    engram_request_t *req = NULL;
+    CHECK_OK(ops->get(t, 0, victim, remote, 0, local, 0, ROW, 0));
+    CHECK_OK(ops->flush(t, 0, victim, &req));
+    wait_all(t, &req, 1);
+    serve_until_all(t, &sc->shared->warm, NRANKS);
+
     if (rank == victim) {
         uint64_t deadline = now_ms() + 20000;
         while (__atomic_load_n(&sc->shared->issued, __ATOMIC_SEQ_CST) < NRANKS - 1 && now_ms() < deadline)
@@ -229,7 +239,7 @@ static int peer_exit_main(engram_group_t *group, void *arg)
     for (int i = 0; i < EXIT_ROWS && st == ENGRAM_OK; i++)
         st = ops->get(t, 0, victim, remote, (size_t)i * ROW, local, (size_t)i * ROW, ROW, ENGRAM_GET_AGGREGATE);
     CHECK(st == ENGRAM_OK || st == ENGRAM_ERR_PEER);
-    engram_request_t *req = NULL;
+    req = NULL;
     if (st == ENGRAM_OK)
         CHECK_OK(ops->flush(t, 0, victim, &req));
     __atomic_add_fetch(&sc->shared->issued, 1, __ATOMIC_SEQ_CST);
@@ -244,7 +254,7 @@ static int peer_exit_main(engram_group_t *group, void *arg)
     CHECK(waited <= EXIT_TIMEOUT_MS + 2000);
     /* The survivors still reach each other. */
     ops->request_free(t, req);
-    serve_until_all_done(t, sc->shared, NRANKS - 1);
+    serve_until_all(t, &sc->shared->done, NRANKS - 1);
     ops->dereg(t, local);
     ops->dereg(t, remote);
     ops->close(t);
