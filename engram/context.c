@@ -84,10 +84,13 @@ engram_status_t engram_context_destroy(engram_context_t *ctx)
 {
     if (ctx == NULL)
         return ENGRAM_OK;
+    engram_status_t st = ENGRAM_OK;
     if (ctx->live_tables > 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_context_destroy: %d tables still exist; destroy them first",
-                            ctx->live_tables);
-    engram_status_t st = engram_group_barrier(ctx->group);
+        st = ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_context_destroy: %d tables still exist; destroy them first",
+                          ctx->live_tables);
+    st = engram_agree(ctx->group, st);
+    if (st == ENGRAM_ERR_BUSY)
+        return st;
     ctx->ops->close(ctx->transport);
     free(ctx);
     return st;

@@ -50,7 +50,9 @@ ENGRAM_API engram_status_t engram_storage_size_hint(uint64_t entries_per_rank, u
  * copy of cfg and borrows group, which must outlive it. */
 ENGRAM_API engram_status_t engram_context_create(const engram_config_t *cfg, engram_group_t *group,
                                                  engram_context_t **out);
-/* Collective. ENGRAM_ERR_BUSY (and nothing destroyed) while tables exist. */
+/* Collective. If any rank still has tables, every rank gets ENGRAM_ERR_BUSY
+ * and keeps its context. If a peer has died, this rank still tears down and
+ * returns the peer error. */
 ENGRAM_API engram_status_t engram_context_destroy(engram_context_t *ctx);
 /* Name of the transport the context runs on ("loopback", "ucx", ...). */
 ENGRAM_API const char *engram_context_transport(const engram_context_t *ctx);
@@ -72,8 +74,9 @@ typedef struct engram_table_params {
  * error everywhere (bounded by the timeout_ms key). */
 ENGRAM_API engram_status_t engram_table_create(engram_context_t *ctx, const engram_table_params_t *params,
                                                engram_table_t **out);
-/* Collective. ENGRAM_ERR_BUSY (and nothing destroyed) while fetches of this
- * rank are not released. */
+/* Collective. If any rank has fetches not released, every rank gets
+ * ENGRAM_ERR_BUSY and keeps the table. If a peer has died, this rank still
+ * tears down and returns the peer error. */
 ENGRAM_API engram_status_t engram_table_destroy(engram_table_t *table);
 
 /* Collective: barrier, copy this rank's shard, barrier.

@@ -228,12 +228,16 @@ engram_status_t engram_table_destroy(engram_table_t *t)
 {
     if (t == NULL)
         return ENGRAM_OK;
-    if (t->fetches_in_flight > 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_table_destroy: %d fetches not released; wait and release them",
-                            t->fetches_in_flight);
     engram_context_t *ctx = t->ctx;
-    /* No rank may unmap its shard while a peer could still be reading it. */
-    engram_status_t st = engram_group_barrier(ctx->group);
+    engram_status_t st = ENGRAM_OK;
+    if (t->fetches_in_flight > 0)
+        st = ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_table_destroy: %d fetches not released; wait and release them",
+                          t->fetches_in_flight);
+    /* Every rank keeps its table if any rank cannot destroy; otherwise the
+     * agreement is the barrier after which no peer reads this shard. */
+    st = engram_agree(ctx->group, st);
+    if (st == ENGRAM_ERR_BUSY)
+        return st;
     if (t->recv_region)
         ctx->ops->dereg(ctx->transport, t->recv_region);
     ctx->ops->dereg(ctx->transport, t->shard_region);
