@@ -6,6 +6,7 @@
  *   3. open it on the group (the transport exchanges its addresses);
  *   4. check the queue count against what it offers, and agree on the
  *      outcome with every rank so that none is left waiting. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,21 @@ static engram_status_t choose_queues(engram_context_t *ctx)
     return ENGRAM_OK;
 }
 
+bool engram_context_needs_progress(const engram_context_t *ctx)
+{
+    return (ctx->caps.flags & ENGRAM_CAP_OWNER_PROGRESS) &&
+           ctx->ops->size >= offsetof(engram_transport_ops_t, progress) + sizeof(ctx->ops->progress) &&
+           ctx->ops->progress != NULL;
+}
+
+/* Group hook: while this rank waits in a collective, its transport keeps
+ * serving the peers' gets (errors surface at the peers' waits). */
+static void serve_peers(void *arg)
+{
+    engram_context_t *ctx = arg;
+    (void)ctx->ops->progress(ctx->transport);
+}
+
 engram_status_t engram_context_create(const engram_config_t *cfg, engram_group_t *group, engram_context_t **out)
 {
     if (group == NULL || out == NULL)
@@ -69,6 +85,8 @@ engram_status_t engram_context_create(const engram_config_t *cfg, engram_group_t
     st = engram_agree(group, choose_queues(ctx));
     if (st != ENGRAM_OK)
         goto err_close_transport;
+    if (engram_context_needs_progress(ctx))
+        engram_group_set_progress(group, serve_peers, ctx);
     ENGRAM_INFO("context on transport %s, %d queues", ctx->ops->name, ctx->num_queues);
     *out = ctx;
     return ENGRAM_OK;
@@ -91,6 +109,8 @@ engram_status_t engram_context_destroy(engram_context_t *ctx)
     st = engram_agree(ctx->group, st);
     if (st == ENGRAM_ERR_BUSY)
         return st;
+    if (engram_context_needs_progress(ctx))
+        engram_group_set_progress(ctx->group, NULL, NULL);
     ctx->ops->close(ctx->transport);
     free(ctx);
     return st;

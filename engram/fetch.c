@@ -176,8 +176,12 @@ static int64_t now_ms(void)
 
 static engram_status_t wait_complete(engram_fetch_t *f)
 {
+    engram_context_t *ctx = f->table->ctx;
+    bool serve = engram_context_needs_progress(ctx);
     int64_t deadline = 0;
     for (unsigned spins = 0;; spins++) {
+        if (serve)
+            (void)ctx->ops->progress(ctx->transport);
         engram_status_t st = engram_test(f);
         if (st != ENGRAM_INPROGRESS)
             return st;

@@ -53,6 +53,9 @@ struct engram_table {
     engram_fetch_t *slots;
 };
 
+/* Whether gets complete only while owners call ops->progress. */
+bool engram_context_needs_progress(const engram_context_t *ctx);
+
 /* Collective: every rank contributes its status; returns OK only if all
  * ranks are OK, else this rank's own error or the first failing rank's
  * (logged with its rank). Waiting is bounded by the group's timeout. */

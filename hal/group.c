@@ -34,6 +34,8 @@ engram_status_t engram_group_init(engram_group_t *g, const engram_group_ops_t *o
     g->local_size = local_size;
     g->timeout_ms = GROUP_DEFAULT_TIMEOUT_MS;
     g->single_host = -1;
+    g->progress = NULL;
+    g->progress_arg = NULL;
     return ENGRAM_OK;
 }
 
@@ -128,4 +130,18 @@ int engram_group_single_host(engram_group_t *group)
 free_all:
     free(all);
     return st == ENGRAM_OK ? group->single_host : (int)st;
+}
+
+void engram_group_set_progress(engram_group_t *group, engram_group_progress_fn fn, void *arg)
+{
+    group->progress = fn;
+    group->progress_arg = arg;
+}
+
+int engram_group_waiting(engram_group_t *g, int left_ms)
+{
+    if (g->progress == NULL)
+        return left_ms;
+    g->progress(g->progress_arg);
+    return left_ms < 1 ? left_ms : 1;
 }

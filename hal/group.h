@@ -62,11 +62,25 @@ ENGRAM_API int engram_group_single_host(engram_group_t *group);
 
 ENGRAM_API engram_status_t engram_group_allgather(engram_group_t *group, const void *send, void *recv, size_t bytes);
 ENGRAM_API engram_status_t engram_group_barrier(engram_group_t *group);
-/* Bound (ms) on every collective of this group; default 30000. A value
- * <= 0 is refused with a warning (collectives are always bounded). */
+/* Bound (ms) on waiting in a collective of this group; default 30000. A
+ * value <= 0 is refused with a warning (collectives are always bounded).
+ * Fork launcher: it bounds the time without progress (for the last rank to
+ * arrive, or while no byte of any rank's payload moves), so a collective of
+ * any size that keeps moving completes; a stalled or absent peer fails it
+ * within about this bound. MPI: MPI reports no progress, so it bounds the
+ * whole collective. Callbacks: only the callbacks themselves bound it. */
 ENGRAM_API void engram_group_set_timeout(engram_group_t *group, int timeout_ms);
 /* The current bound, so layers above can bound their own exchanges by it. */
 ENGRAM_API int engram_group_timeout(const engram_group_t *group);
+
+/* While a collective of this group waits for other ranks, call fn(arg)
+ * between polls (fn NULL: none). The engram layer sets it for transports
+ * whose gets complete only while the owner's CPU serves them
+ * (ENGRAM_CAP_OWNER_PROGRESS), so a rank parked at a barrier keeps serving
+ * its peers. The fork and MPI providers honour it; a callbacks provider
+ * blocks inside the caller's functions and cannot. */
+typedef void (*engram_group_progress_fn)(void *arg);
+ENGRAM_API void engram_group_set_progress(engram_group_t *group, engram_group_progress_fn fn, void *arg);
 
 #ifdef __cplusplus
 }

@@ -39,18 +39,20 @@ static engram_status_t mpi_failed(int rank, const char *what, int rc)
     return ENGRAM_ERROR(ENGRAM_ERR_PEER, "rank %d: MPI %s failed: %s", rank, what, len ? text : "unknown error");
 }
 
-/* Polls `req` until it completes or `timeout_ms` passes; 1 when done. */
-static int poll_request(MPI_Request *req, int timeout_ms, int *rc)
+/* Polls `req` until it completes or the group timeout passes; 1 when done. */
+static int poll_request(engram_group_t *g, MPI_Request *req, int *rc)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = now_ms() + g->timeout_ms;
     const struct timespec pause = {.tv_nsec = MPI_POLL_NS};
     for (;;) {
         int done = 0;
         *rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (*rc != MPI_SUCCESS || done)
             return 1;
-        if (now_ms() >= deadline)
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
             return 0;
+        (void)engram_group_waiting(g, 0); /* serves the transport's peers, if asked */
         nanosleep(&pause, NULL);
     }
 }
@@ -59,7 +61,7 @@ static engram_status_t mpi_wait(engram_group_t *g, MPI_Request *req, const char 
 {
     mpi_group_t *self = g->provider;
     int rc;
-    if (!poll_request(req, g->timeout_ms, &rc)) {
+    if (!poll_request(g, req, &rc)) {
         self->pending = *req;
         return ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT,
                             "rank %d: MPI %s timed out after %d ms; this group can no longer be used", g->rank, what,
@@ -114,7 +116,7 @@ static void mpi_destroy(engram_group_t *g)
 {
     mpi_group_t *self = g->provider;
     int rc;
-    if (self->pending != MPI_REQUEST_NULL && !poll_request(&self->pending, g->timeout_ms, &rc))
+    if (self->pending != MPI_REQUEST_NULL && !poll_request(g, &self->pending, &rc))
         ENGRAM_WARN("rank %d: a timed-out MPI collective is still pending at destroy; leaving it", g->rank);
     MPI_Comm_free(&self->comm);
     free(self);

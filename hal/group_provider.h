@@ -18,11 +18,18 @@ struct engram_group {
     int rank, size, local_rank, local_size;
     int timeout_ms;
     int single_host; /* -1 until computed */
+    engram_group_progress_fn progress; /* see engram_group_set_progress */
+    void *progress_arg;
 };
 
 /* Fills the common fields; local_size 0 = size. Validates that size is a
  * multiple of local_size. */
 engram_status_t engram_group_init(engram_group_t *g, const engram_group_ops_t *ops, void *provider, int rank,
                                   int size, int local_size);
+
+/* Providers call this while a collective waits; returns the longest poll
+ * (ms) they may block for before calling it again: `left_ms` when no
+ * progress hook is set, at most 1 ms when one is. */
+int engram_group_waiting(engram_group_t *g, int left_ms);
 
 #endif
