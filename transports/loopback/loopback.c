@@ -24,7 +24,7 @@
 /* Gets held per queue; more than the engram layer's usual flush depth. */
 #define QUEUE_DEPTH 1024
 /* Rows ahead whose first bytes the copy loop prefetches. */
-#define PREFETCH_AHEAD 16
+#define PREFETCH_AHEAD 8
 #define PREFETCH_BYTES 256
 
 struct engram_request {
@@ -384,7 +384,7 @@ static void loopback_dereg(engram_transport_t *t, engram_region_t *region)
 }
 
 /* Says which check a refused get failed; kept out of line so the get
- * itself stays a handful of compares and a memcpy. */
+ * itself stays a handful of compares and three stores. */
 static __attribute__((cold, noinline)) engram_status_t get_refused(const engram_transport_t *t, int queue, int peer,
                                                                    const engram_region_t *remote,
                                                                    uint64_t remote_off, const engram_region_t *local,
@@ -492,8 +492,8 @@ static void loopback_describe(const engram_transport_t *t, char *buf, size_t len
 {
     if (buf == NULL || len == 0)
         return;
-    snprintf(buf, len, "loopback: %d queues; %d ranks on this host map each other's segments read-only, a get is "
-             "a memcpy", t->nqueues, t->npeers);
+    snprintf(buf, len, "loopback: %d queues of %d held gets; %d ranks on this host map each other's segments "
+             "read-only, gets are copied at the doorbell", t->nqueues, QUEUE_DEPTH, t->npeers);
 }
 
 static void loopback_close(engram_transport_t *t)

