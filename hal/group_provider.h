@@ -29,7 +29,7 @@ engram_status_t engram_group_init(engram_group_t *g, const engram_group_ops_t *o
 
 /* Providers call this while a collective waits; returns the longest poll
  * (ms) they may block for before calling it again: `left_ms` when no
- * progress hook is set, at most 1 ms when one is. */
+ * progress hook is set, 0 (poll without blocking) when one is. */
 int engram_group_waiting(engram_group_t *g, int left_ms);
 
 #endif
