@@ -30,7 +30,19 @@ typedef struct engram_route_shape {
     uint64_t row_stride;    /* bytes between rows of a shard */
     uint32_t scaleup;       /* ranks per node (hybrid); 1 in direct mode */
     uint32_t hybrid;        /* 0 = direct, 1 = hybrid (rail) */
+    int32_t epr_log2;       /* log2(entries_per_rank) when a power of two, else -1 */
 } engram_route_shape_t;
+
+/* log2(v) for a power of two, else -1: lets routing shift instead of divide. */
+ENGRAM_HOST_DEVICE int32_t engram_route_log2(uint64_t v)
+{
+    if (v == 0 || (v & (v - 1)) != 0)
+        return -1;
+    int32_t l = 0;
+    while ((v >>= 1) != 0)
+        l++;
+    return l;
+}
 
 typedef struct engram_route {
     uint32_t peer;    /* rank (direct) or node (hybrid) */
@@ -42,8 +54,14 @@ ENGRAM_HOST_DEVICE bool engram_route_index(const engram_route_shape_t *s, int64_
 {
     if (idx < 0 || (uint64_t)idx >= s->total_entries)
         return false;
-    uint64_t owner = (uint64_t)idx / s->entries_per_rank;
-    uint64_t local = (uint64_t)idx % s->entries_per_rank;
+    uint64_t owner, local;
+    if (s->epr_log2 >= 0) {
+        owner = (uint64_t)idx >> s->epr_log2;
+        local = (uint64_t)idx & (s->entries_per_rank - 1);
+    } else {
+        owner = (uint64_t)idx / s->entries_per_rank;
+        local = (uint64_t)idx % s->entries_per_rank;
+    }
     uint64_t peer = s->hybrid ? owner / s->scaleup : owner;
     uint64_t intra = s->hybrid ? owner % s->scaleup : 0;
     r->peer = (uint32_t)peer;
@@ -51,13 +69,16 @@ ENGRAM_HOST_DEVICE bool engram_route_index(const engram_route_shape_t *s, int64_
     return true;
 }
 
-/* Flush control: counter is the (queue, peer) request count of this fetch.
- * Every get carries AGGREGATE except each flush_depth-th, which rings the
- * doorbell. Returns the get flags. */
+/* Flush control: counter is the (queue, peer) position in the current run
+ * of flush_depth requests of this fetch (0 = none issued yet, then cycling
+ * 1..flush_depth). Every get carries AGGREGATE except each flush_depth-th,
+ * which rings the doorbell. Returns the get flags. No division: this runs
+ * once per row. */
 ENGRAM_HOST_DEVICE unsigned engram_flush_next_flags(uint32_t *counter, uint32_t flush_depth)
 {
-    uint32_t n = ++*counter;
-    return (n % flush_depth == 0) ? 0u : ENGRAM_ROUTE_AGGREGATE;
+    uint32_t n = *counter >= flush_depth ? 1u : *counter + 1u;
+    *counter = n;
+    return n == flush_depth ? 0u : ENGRAM_ROUTE_AGGREGATE;
 }
 
 /* After issue: a (queue, peer) that received requests is flushed once. */

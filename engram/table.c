@@ -95,6 +95,7 @@ static void fill_shape(engram_table_t *t)
     t->shape.row_stride = round_up(t->params.row_bytes, ENGRAM_ROW_ALIGN);
     t->shape.scaleup = hybrid ? (uint32_t)local : 1u;
     t->shape.hybrid = hybrid;
+    t->shape.epr_log2 = engram_route_log2(t->params.entries_per_rank);
     t->num_peers = hybrid ? size / local : size;
 }
 
