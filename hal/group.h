@@ -31,6 +31,9 @@ typedef struct engram_group_callbacks {
 
 ENGRAM_API engram_status_t engram_group_from_callbacks(const engram_group_callbacks_t *cb, engram_group_t **out);
 
+/* A group of one rank: this process alone (tools, single-process use). */
+ENGRAM_API engram_status_t engram_group_solo_create(engram_group_t **out);
+
 /* Fork launcher: runs rank_main in `nranks` forked child processes (emulated
  * nodes of `local_size` ranks; 0 means all ranks on one node) connected by
  * Unix socket pairs, waits for all of them and returns OK when every child

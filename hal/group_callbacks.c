@@ -2,6 +2,7 @@
  * collectives are only as bounded as the callbacks the caller supplies. */
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hal/group_provider.h"
 #include "hal/log.h"
@@ -69,4 +70,24 @@ engram_status_t engram_group_from_callbacks(const engram_group_callbacks_t *cb, 
     }
     *out = g;
     return ENGRAM_OK;
+}
+
+static int solo_allgather(void *ctx, const void *send, void *recv, size_t bytes)
+{
+    (void)ctx;
+    memcpy(recv, send, bytes);
+    return 0;
+}
+
+static int solo_barrier(void *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
+engram_status_t engram_group_solo_create(engram_group_t **out)
+{
+    engram_group_callbacks_t cb = {.size = sizeof(cb), .rank = 0, .nranks = 1, .local_size = 1,
+                                   .allgather = solo_allgather, .barrier = solo_barrier};
+    return engram_group_from_callbacks(&cb, out);
 }

@@ -10,19 +10,6 @@
 #include "hal/registry.h"
 #include "hal/testdata/check_error.h"
 
-static int gather_one(void *ctx, const void *send, void *recv, size_t bytes)
-{
-    (void)ctx;
-    memcpy(recv, send, bytes);
-    return 0;
-}
-
-static int barrier_one(void *ctx)
-{
-    (void)ctx;
-    return 0;
-}
-
 /* "2.28.9" < "2.30.4", numerically per component. */
 static bool older_than(const char *version, int major, int minor, int patch)
 {
@@ -62,10 +49,8 @@ int main(int argc, char **argv)
         CHECK(strcmp(nccl_gin->absent_reason, want) == 0);
     }
 
-    engram_group_callbacks_t cb = {.size = sizeof(cb), .rank = 0, .nranks = 1, .local_size = 1,
-                                   .allgather = gather_one, .barrier = barrier_one};
     engram_group_t *g = NULL;
-    CHECK_OK(engram_group_from_callbacks(&cb, &g));
+    CHECK_OK(engram_group_solo_create(&g));
     engram_config_t *cfg = NULL;
     CHECK_OK(engram_config_create(&cfg));
     const engram_transport_ops_t *ops = NULL;

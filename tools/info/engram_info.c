@@ -7,20 +7,6 @@
 #include "hal/config_keys.h"
 #include "hal/registry.h"
 
-/* A one-rank group: availability checks and opens may be collective. */
-static int solo_allgather(void *ctx, const void *send, void *recv, size_t bytes)
-{
-    (void)ctx;
-    memcpy(recv, send, bytes);
-    return 0;
-}
-
-static int solo_barrier(void *ctx)
-{
-    (void)ctx;
-    return 0;
-}
-
 static void print_caps(const engram_transport_caps_t *caps)
 {
     static const char *const kinds[] = {"host", "cuda_device", "cuda_host_numa"};
@@ -82,10 +68,9 @@ int main(void)
         fprintf(stderr, "engram_info: configuration error: %s\n", engram_last_error());
         return 1;
     }
-    engram_group_callbacks_t cb = {.size = sizeof(cb), .rank = 0, .nranks = 1, .local_size = 1,
-                                   .allgather = solo_allgather, .barrier = solo_barrier};
+    /* availability checks and opens may be collective: a group of one */
     engram_group_t *g;
-    if (engram_group_from_callbacks(&cb, &g) != ENGRAM_OK) {
+    if (engram_group_solo_create(&g) != ENGRAM_OK) {
         fprintf(stderr, "engram_info: %s\n", engram_last_error());
         engram_config_destroy(cfg);
         return 1;
