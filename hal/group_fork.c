@@ -60,6 +60,17 @@ static engram_status_t validate(int nranks, int local_size, engram_rank_main_fn 
     return ENGRAM_OK;
 }
 
+/* AF_UNIX stream data waiting in the receiver counts against the sender's
+ * SO_SNDBUF (SO_RCVBUF plays no part), so a big send buffer on both ends
+ * lets large payloads move in few calls and few wakeups. Best effort: the
+ * kernel caps it at net.core.wmem_max, and a smaller one costs only speed. */
+static void size_buffers(const int sv[2])
+{
+    int bytes = FORK_SOCKET_BUFFER;
+    for (int i = 0; i < 2; i++)
+        setsockopt(sv[i], SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+}
+
 /* Socket pairs for every rank up front, so a failure here costs no fork. */
 static engram_status_t make_pairs(fork_child_t *kids, int *child_ends, int nranks)
 {
@@ -74,6 +85,7 @@ static engram_status_t make_pairs(fork_child_t *kids, int *child_ends, int nrank
             }
             return st;
         }
+        size_buffers(sv);
         kids[i] = (fork_child_t){.pid = -1, .fd = sv[0], .exit_code = -1};
         child_ends[i] = sv[1];
     }

@@ -1,12 +1,16 @@
 /* A forked rank's side of the fork launcher: every collective is one
- * request to the launcher and one reply from it, each bounded by the
- * group's timeout. After a failure the group stays failed: the launcher
- * and this rank may no longer agree on where the stream is. */
+ * request to the launcher and one reply from it. The group's timeout bounds
+ * each wait without progress: bytes of this rank's request or reply moving,
+ * or a progress note from the launcher while the other ranks' payloads
+ * arrive. After a failure the group stays failed: the launcher and this
+ * rank may no longer agree on where the stream is. */
 #include <errno.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -27,22 +31,54 @@ static engram_status_t send_adapter(int fd, void *head, size_t head_len, void *b
     return fork_send_some(fd, head, head_len, body, body_len, done);
 }
 
-/* Moves a whole message through `io`, waiting for the socket in between. */
-static engram_status_t move_all(int fd, io_fn io, short events, void *head, size_t head_len, void *body,
-                                size_t body_len, int64_t deadline)
+/* Moves a whole message through `io`, waiting for the socket in between
+ * (and serving the group's progress hook while it waits);
+ * ENGRAM_ERR_TIMEOUT once timeout_ms pass without a byte moving. */
+static engram_status_t move_all(engram_group_t *g, io_fn io, short events, void *head, size_t head_len, void *body,
+                                size_t body_len, int timeout_ms)
 {
+    int fd = ((fork_rank_t *)g->provider)->fd;
     size_t done = 0;
+    int64_t deadline = fork_now_ms() + timeout_ms;
     for (;;) {
+        size_t before = done;
         engram_status_t st = io(fd, head, head_len, body, body_len, &done);
         if (st != ENGRAM_OK || done == head_len + body_len)
             return st;
+        if (done != before)
+            deadline = fork_now_ms() + timeout_ms;
         struct pollfd p = {.fd = fd, .events = events};
         int left = fork_ms_left(deadline);
         if (left == 0)
             return ENGRAM_ERR_TIMEOUT;
-        if (poll(&p, 1, left) < 0 && errno != EINTR)
+        if (poll(&p, 1, engram_group_waiting(g, left)) < 0 && errno != EINTR)
             return ENGRAM_ERR_IO;
     }
+}
+
+/* The reply's header, past any progress notes (each restarts the bound). */
+static engram_status_t recv_reply_head(engram_group_t *g, fork_reply_t *rep, int timeout_ms)
+{
+    engram_status_t st;
+    do
+        st = move_all(g, fork_recv_some, POLLIN, rep, sizeof(*rep), NULL, 0, timeout_ms);
+    while (st == ENGRAM_OK && rep->status == ENGRAM_INPROGRESS && rep->bytes == 0);
+    return st;
+}
+
+/* Receive buffers from this size on are prefaulted. */
+#define RANK_PREFAULT_MIN ((size_t)2 << 20)
+
+/* Maps in the receive buffer's pages in one call while the other ranks'
+ * payloads arrive, instead of a fault per 4 KiB page during the socket
+ * copy (in a VM those faults cost more than the copy). Only whole pages
+ * inside the buffer, and best effort: without it the copy faults them. */
+static void prefault(void *buf, size_t len)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = ((uintptr_t)buf + page - 1) & ~(page - 1), end = ((uintptr_t)buf + len) & ~(page - 1);
+    if (len >= RANK_PREFAULT_MIN && end > start)
+        madvise((void *)start, end - start, MADV_POPULATE_WRITE);
 }
 
 static engram_status_t rank_fail(engram_group_t *g, const char *op, engram_status_t st, const char *reason)
@@ -62,34 +98,38 @@ static engram_status_t fork_collective(engram_group_t *g, uint32_t op, const voi
     const char *name = fork_op_name(op);
     if (self->failed != ENGRAM_OK)
         return ENGRAM_ERROR(self->failed, "rank %d %s: the group failed earlier: %s", g->rank, name, self->reason);
-    int64_t deadline = fork_now_ms() + g->timeout_ms;
+    int timeout = g->timeout_ms;
     char reason[FORK_REASON_MAX + 64];
 
-    fork_request_t req = {.op = op, .rank = g->rank, .bytes = bytes};
-    engram_status_t st = move_all(self->fd, send_adapter, POLLOUT, &req, sizeof(req), (void *)send, bytes, deadline);
+    fork_request_t req = {.op = op, .rank = g->rank, .bytes = bytes, .timeout_ms = (uint64_t)timeout};
+    engram_status_t st = move_all(g, send_adapter, POLLOUT, &req, sizeof(req), (void *)send, bytes, timeout);
     /* A launcher that refused the request may still have left a reply
      * saying why; read it before giving up. */
     if (st != ENGRAM_OK && st != ENGRAM_ERR_PEER) {
-        snprintf(reason, sizeof(reason), "%s after %d ms while sending %zu bytes",
-                 st == ENGRAM_ERR_TIMEOUT ? "timed out" : "socket error", g->timeout_ms, bytes);
+        if (st == ENGRAM_ERR_TIMEOUT)
+            snprintf(reason, sizeof(reason), "timed out: %d ms without progress sending %zu bytes", timeout, bytes);
+        else
+            snprintf(reason, sizeof(reason), "socket error sending %zu bytes", bytes);
         return rank_fail(g, name, st, reason);
     }
 
+    if (st == ENGRAM_OK)
+        prefault(recv, bytes * (size_t)g->size);
     fork_reply_t rep;
-    st = move_all(self->fd, fork_recv_some, POLLIN, &rep, sizeof(rep), NULL, 0, deadline);
+    st = recv_reply_head(g, &rep, timeout);
     if (st == ENGRAM_OK && rep.status != ENGRAM_OK) {
         char text[FORK_REASON_MAX + 1] = {0};
         size_t len = rep.bytes < FORK_REASON_MAX ? (size_t)rep.bytes : FORK_REASON_MAX;
-        if (move_all(self->fd, fork_recv_some, POLLIN, NULL, 0, text, len, deadline) != ENGRAM_OK)
+        if (move_all(g, fork_recv_some, POLLIN, NULL, 0, text, len, timeout) != ENGRAM_OK)
             strcpy(text, "(reason lost)");
         return rank_fail(g, name, (engram_status_t)rep.status, text);
     }
     if (st == ENGRAM_OK && rep.bytes != (uint64_t)bytes * (uint64_t)g->size)
         return rank_fail(g, name, ENGRAM_ERR_IO, "launcher replied with a payload of the wrong size");
     if (st == ENGRAM_OK)
-        st = move_all(self->fd, fork_recv_some, POLLIN, NULL, 0, recv, (size_t)rep.bytes, deadline);
+        st = move_all(g, fork_recv_some, POLLIN, NULL, 0, recv, (size_t)rep.bytes, timeout);
     if (st == ENGRAM_ERR_TIMEOUT) {
-        snprintf(reason, sizeof(reason), "timed out after %d ms waiting for the other ranks", g->timeout_ms);
+        snprintf(reason, sizeof(reason), "timed out: %d ms without progress waiting for the other ranks", timeout);
         return rank_fail(g, name, st, reason);
     }
     if (st != ENGRAM_OK)
@@ -122,6 +162,12 @@ static const engram_group_ops_t fork_ops = {
     .barrier = fork_barrier,
     .destroy = fork_destroy,
 };
+
+int fork_rank_fd(const engram_group_t *g)
+{
+    const fork_rank_t *self = g->provider;
+    return self->fd;
+}
 
 engram_status_t fork_rank_group_create(int fd, int rank, int size, int local_size, engram_group_t **out)
 {

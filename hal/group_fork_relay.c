@@ -1,14 +1,17 @@
 /* The launcher's relay: each child sends its contribution, and once every
- * child has, each gets the rank-ordered concatenation back. Relaying through
- * the parent keeps one place that sees every rank, so a rank that dies, or
- * calls the wrong collective, is named to all the others at once. */
+ * child has, each gets the rank-ordered concatenation back, sent straight
+ * from the received contributions (never assembled into one copy). Relaying
+ * through the parent keeps one place that sees every rank, so a rank that
+ * dies, or calls the wrong collective, is named to all the others at once. */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,29 +24,67 @@
 #define RELAY_REAP_INTERVAL_MS 10
 /* How long survivors of a failed group get to exit before being killed. */
 #define RELAY_KILL_GRACE_MS 30000
+/* Contributions from this size on get their own huge-page mapping. */
+#define RELAY_HUGE_BODY ((size_t)2 << 20)
 
+/* A waiting child has its request in; it may be sent progress notes.
+ * A replying one is sent its reply (after any note already on its way). */
 typedef enum { KID_REQUEST, KID_WAITING, KID_REPLYING, KID_GONE } kid_phase_t;
 
 typedef struct kid {
     fork_child_t *c;
     kid_phase_t phase;
     fork_request_t req;
-    void *body;
+    void *body; /* its contribution to the round being gathered */
     size_t in_done;
-    const char *out; /* what is being sent to the child, NULL if nothing */
+    const struct iovec *out; /* what is being sent to the child, NULL if nothing */
+    int out_cnt;
     size_t out_len, out_done;
+    int64_t told_ms; /* when it started waiting or was last sent a note */
 } kid_t;
 
 typedef struct relay {
     kid_t *kids;
     int n;
-    char *reply; /* header + payload of the last completed round */
+    /* The last completed round: the contributions it is sent from, and the
+     * reply as header + one piece per rank (n + 1 pieces). */
+    void **bodies;
+    size_t round_bytes; /* of each of them */
+    fork_reply_t reply_head;
+    struct iovec *reply;
+    int64_t intake_ms; /* when payload bytes last reached the launcher */
+    fork_reply_t note;
+    struct iovec note_iov;
     int failed;
     char failure[sizeof(fork_reply_t) + FORK_REASON_MAX];
-    size_t failure_len;
+    struct iovec failure_iov;
     int64_t kill_deadline;
     int killed;
 } relay_t;
+
+/* A buffer for a contribution of `bytes` (> 0). A large one is mapped on
+ * its own, asking for huge pages and filled in up front: in a VM a fault
+ * per 4 KiB page costs far more than copying into it. Both hints are best
+ * effort; without them the socket copy just faults the pages in. */
+static void *body_alloc(size_t bytes)
+{
+    if (bytes < RELAY_HUGE_BODY)
+        return malloc(bytes);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    madvise(p, bytes, MADV_HUGEPAGE);
+    madvise(p, bytes, MADV_POPULATE_WRITE);
+    return p;
+}
+
+static void body_free(void *p, size_t bytes)
+{
+    if (bytes < RELAY_HUGE_BODY)
+        free(p);
+    else if (p != NULL)
+        munmap(p, bytes);
+}
 
 static void kid_close(kid_t *k)
 {
@@ -52,7 +93,7 @@ static void kid_close(kid_t *k)
     k->c->fd = -1;
     k->phase = KID_GONE;
     k->out = NULL;
-    free(k->body);
+    body_free(k->body, (size_t)k->req.bytes);
     k->body = NULL;
 }
 
@@ -67,12 +108,14 @@ static void describe_exit(const kid_t *k, char *buf, size_t len)
         snprintf(buf, len, "exited with code %d", code);
 }
 
-static void kid_send(kid_t *k, const char *out, size_t len)
+static void kid_send(kid_t *k, const struct iovec *out, int cnt)
 {
     k->out = out;
-    k->out_len = len;
+    k->out_cnt = cnt;
+    k->out_len = 0;
+    for (int i = 0; i < cnt; i++)
+        k->out_len += out[i].iov_len;
     k->out_done = 0;
-    k->phase = KID_REPLYING;
 }
 
 static void relay_fail(relay_t *r, engram_status_t status, int culprit, const char *fmt, ...)
@@ -93,15 +136,15 @@ static void relay_fail(relay_t *r, engram_status_t status, int culprit, const ch
     va_end(ap);
     head.bytes = len < 0 ? 0 : len >= FORK_REASON_MAX ? FORK_REASON_MAX - 1 : (uint64_t)len;
     memcpy(r->failure, &head, sizeof(head));
-    r->failure_len = sizeof(head) + (size_t)head.bytes;
+    r->failure_iov = (struct iovec){r->failure, sizeof(head) + (size_t)head.bytes};
     ENGRAM_DEBUG("fork launcher: group failed: %s", r->failure + sizeof(head));
     r->kill_deadline = fork_now_ms() + RELAY_KILL_GRACE_MS;
     for (int i = 0; i < r->n; i++) {
         kid_t *k = &r->kids[i];
-        free(k->body);
+        body_free(k->body, (size_t)k->req.bytes);
         k->body = NULL;
         if (k->phase != KID_GONE && k->out == NULL)
-            kid_send(k, r->failure, r->failure_len);
+            kid_send(k, &r->failure_iov, 1);
     }
 }
 
@@ -144,9 +187,11 @@ static void kid_request_header(relay_t *r, kid_t *k, int rank)
 {
     const fork_request_t *q = &k->req;
     if ((q->op != FORK_OP_ALLGATHER && q->op != FORK_OP_BARRIER) || q->rank != rank ||
-        (q->op == FORK_OP_BARRIER && q->bytes != 0)) {
-        relay_fail(r, ENGRAM_ERR_IO, rank, "rank %d sent a malformed request (op %u, rank %d, %llu bytes)", rank,
-                   (unsigned)q->op, (int)q->rank, (unsigned long long)q->bytes);
+        (q->op == FORK_OP_BARRIER && q->bytes != 0) || q->timeout_ms == 0 || q->timeout_ms > INT_MAX) {
+        relay_fail(r, ENGRAM_ERR_IO, rank,
+                   "rank %d sent a malformed request (op %u, rank %d, %llu bytes, timeout %llu ms)", rank,
+                   (unsigned)q->op, (int)q->rank, (unsigned long long)q->bytes,
+                   (unsigned long long)q->timeout_ms);
         return;
     }
     if (q->bytes > SIZE_MAX / (size_t)r->n - sizeof(fork_reply_t)) {
@@ -154,7 +199,7 @@ static void kid_request_header(relay_t *r, kid_t *k, int rank)
                    fork_op_name(q->op), (unsigned long long)q->bytes, r->n);
         return;
     }
-    if (q->bytes > 0 && (k->body = malloc((size_t)q->bytes)) == NULL)
+    if (q->bytes > 0 && (k->body = body_alloc((size_t)q->bytes)) == NULL)
         relay_fail(r, ENGRAM_ERR_NOMEM, rank, "the launcher has no memory to relay rank %d's %llu bytes", rank,
                    (unsigned long long)q->bytes);
 }
@@ -180,10 +225,15 @@ static void kid_readable(relay_t *r, int rank)
                     return;
             }
         }
+        size_t before = k->in_done;
         if (st == ENGRAM_OK && k->in_done >= head)
             st = fork_recv_some(k->c->fd, &k->req, head, k->body, (size_t)k->req.bytes, &k->in_done);
-        if (st == ENGRAM_OK && k->in_done == head + k->req.bytes)
+        if (k->in_done > before)
+            r->intake_ms = fork_now_ms();
+        if (st == ENGRAM_OK && k->in_done == head + k->req.bytes) {
             k->phase = KID_WAITING;
+            k->told_ms = fork_now_ms();
+        }
     }
     if (st != ENGRAM_OK)
         kid_close(k);
@@ -191,21 +241,41 @@ static void kid_readable(relay_t *r, int rank)
 
 static void kid_writable(relay_t *r, kid_t *k)
 {
-    if (fork_send_some(k->c->fd, k->out, k->out_len, NULL, 0, &k->out_done) != ENGRAM_OK) {
+    if (fork_send_iov(k->c->fd, k->out, k->out_cnt, &k->out_done) != ENGRAM_OK) {
         kid_close(k);
         return;
     }
     if (k->out_done < k->out_len)
         return;
-    if (!r->failed) {
-        k->out = NULL;
+    const struct iovec *sent = k->out;
+    k->out = NULL;
+    if (r->failed) {
+        if (sent != &r->failure_iov)
+            kid_send(k, &r->failure_iov, 1);
+        else
+            shutdown(k->c->fd, SHUT_WR);
+    } else if (sent == &r->note_iov) {
+        if (k->phase == KID_REPLYING) /* the round completed while the note was on its way */
+            kid_send(k, r->reply, r->n + 1);
+    } else {
         k->phase = KID_REQUEST;
         k->in_done = 0;
-    } else if (k->out != r->failure) {
-        kid_send(k, r->failure, r->failure_len);
-    } else {
-        k->out = NULL;
-        shutdown(k->c->fd, SHUT_WR);
+    }
+}
+
+/* A rank waiting for the others only sees its own socket: tell it, well
+ * within its timeout, when their payloads are still arriving, so that a
+ * large collective that is moving is not taken for a stalled one. */
+static void relay_tell_progress(relay_t *r)
+{
+    int64_t now = fork_now_ms();
+    for (int i = 0; i < r->n; i++) {
+        kid_t *k = &r->kids[i];
+        if (k->phase != KID_WAITING || k->out != NULL || r->intake_ms <= k->told_ms ||
+            now - k->told_ms < (int64_t)k->req.timeout_ms / 4)
+            continue;
+        k->told_ms = now;
+        kid_send(k, &r->note_iov, 1);
     }
 }
 
@@ -222,22 +292,23 @@ static void relay_complete_round(relay_t *r)
         }
     }
     size_t bytes = (size_t)q0->bytes;
-    fork_reply_t head = {.status = ENGRAM_OK, .culprit = -1, .bytes = (uint64_t)bytes * (uint64_t)r->n};
-    size_t len = sizeof(head) + (size_t)head.bytes;
-    free(r->reply);
-    r->reply = malloc(len);
-    if (r->reply == NULL) {
-        relay_fail(r, ENGRAM_ERR_NOMEM, -1, "the launcher has no memory for a %zu-byte reply", len);
-        return;
-    }
-    memcpy(r->reply, &head, sizeof(head));
+    r->reply_head = (fork_reply_t){.status = ENGRAM_OK, .culprit = -1, .bytes = (uint64_t)bytes * (uint64_t)r->n};
+    r->reply[0] = (struct iovec){&r->reply_head, sizeof(r->reply_head)};
+    /* Every child has sent this round's request, so each has received all
+     * of the previous reply: its contributions are free to go. */
     for (int i = 0; i < r->n; i++) {
         kid_t *k = &r->kids[i];
-        if (bytes > 0)
-            memcpy(r->reply + sizeof(head) + (size_t)i * bytes, k->body, bytes);
-        free(k->body);
+        body_free(r->bodies[i], r->round_bytes);
+        r->bodies[i] = k->body;
         k->body = NULL;
-        kid_send(k, r->reply, len);
+        r->reply[i + 1] = (struct iovec){r->bodies[i], bytes};
+    }
+    r->round_bytes = bytes;
+    for (int i = 0; i < r->n; i++) {
+        kid_t *k = &r->kids[i];
+        k->phase = KID_REPLYING;
+        if (k->out == NULL)
+            kid_send(k, r->reply, r->n + 1);
     }
 }
 
@@ -274,16 +345,20 @@ static void relay_kill_all(fork_child_t *children, int n, const char *why)
 
 void fork_relay_run(fork_child_t *children, int n)
 {
-    relay_t r = {.n = n};
+    relay_t r = {.n = n, .note = {.status = ENGRAM_INPROGRESS, .culprit = -1}};
+    r.note_iov = (struct iovec){&r.note, sizeof(r.note)};
     r.kids = calloc((size_t)n, sizeof(*r.kids));
+    r.bodies = calloc((size_t)n, sizeof(*r.bodies));
+    r.reply = calloc((size_t)n + 1, sizeof(*r.reply));
     struct pollfd *pfds = calloc((size_t)n, sizeof(*pfds));
     /* Without relay state the children cannot be served; end them rather
      * than leave them waiting on collectives. */
-    if (r.kids == NULL || pfds == NULL)
+    int ready = r.kids != NULL && r.bodies != NULL && r.reply != NULL && pfds != NULL;
+    if (!ready)
         relay_kill_all(children, n, "no memory for relay state");
-    for (int i = 0; r.kids != NULL && i < n; i++)
+    for (int i = 0; ready && i < n; i++)
         r.kids[i].c = &children[i];
-    while (r.kids != NULL && pfds != NULL && relay_live(&r) > 0) {
+    while (ready && relay_live(&r) > 0) {
         relay_reap(&r);
         relay_kill_stragglers(&r);
         for (int i = 0; i < n; i++) {
@@ -303,15 +378,20 @@ void fork_relay_run(fork_child_t *children, int n)
         }
         if (!r.failed)
             relay_advance(&r);
+        if (!r.failed)
+            relay_tell_progress(&r);
     }
-    for (int i = 0; r.kids != NULL && i < n; i++)
+    for (int i = 0; ready && i < n; i++) {
         kid_close(&r.kids[i]);
+        body_free(r.bodies[i], r.round_bytes);
+    }
     for (int i = 0; i < n; i++) {
         int ws;
         if (children[i].exit_code < 0 && waitpid(children[i].pid, &ws, 0) == children[i].pid)
             children[i].exit_code = WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : WEXITSTATUS(ws);
     }
     free(r.reply);
+    free(r.bodies);
     free(pfds);
     free(r.kids);
 }

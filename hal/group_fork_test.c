@@ -1,5 +1,5 @@
 /* The fork launcher: collectives among 1..7 forked ranks, a rank that dies
- * or stalls, mismatched calls, argument checks. */
+ * or stalls, mismatched calls, the progress hook, argument checks. */
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -133,6 +133,29 @@ static int mismatch_main(engram_group_t *g, void *arg)
     return 0;
 }
 
+static void count_progress(void *arg)
+{
+    ++*(int *)arg;
+}
+
+/* A rank waiting for a late one keeps calling the group's progress hook. */
+static int progress_main(engram_group_t *g, void *arg)
+{
+    (void)arg;
+    int calls = 0;
+    engram_group_set_progress(g, count_progress, &calls);
+    if (engram_group_rank(g) == 1)
+        usleep(100 * 1000);
+    CHECK_OK(engram_group_barrier(g));
+    if (engram_group_rank(g) == 0)
+        CHECK(calls > 0);
+    engram_group_set_progress(g, NULL, NULL);
+    calls = 0;
+    CHECK_OK(engram_group_barrier(g));
+    CHECK(calls == 0);
+    return 0;
+}
+
 static int unused_main(engram_group_t *g, void *arg)
 {
     (void)g;
@@ -185,6 +208,7 @@ int main(void)
     test_early_exit(1);
     CHECK_OK(engram_group_fork_run(3, 0, stall_main, NULL, NULL));
     CHECK_OK(engram_group_fork_run(2, 0, mismatch_main, NULL, NULL));
+    CHECK_OK(engram_group_fork_run(2, 0, progress_main, NULL, NULL));
     printf("group_fork_test: ok\n");
     return 0;
 }

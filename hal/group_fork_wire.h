@@ -7,20 +7,26 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "hal/group.h"
 
 enum { FORK_OP_ALLGATHER = 1, FORK_OP_BARRIER = 2 };
 
-/* rank -> launcher, followed by `bytes` of payload. */
+/* rank -> launcher, followed by `bytes` of payload. timeout_ms is the
+ * rank's group timeout: how often a waiting rank must hear of progress. */
 typedef struct fork_request {
     uint32_t op;
     int32_t rank;
     uint64_t bytes;
+    uint64_t timeout_ms;
 } fork_request_t;
 
 /* launcher -> rank, followed by `bytes` of payload: the gathered data when
- * status is OK, else a reason text (no NUL) naming the rank at fault. */
+ * status is OK, else a reason text (no NUL) naming the rank at fault.
+ * Before its reply a waiting rank may get any number of progress notes
+ * (status ENGRAM_INPROGRESS, no payload): other ranks' payloads are still
+ * arriving, so its collective is moving although its own socket is idle. */
 typedef struct fork_reply {
     int32_t status;
     int32_t culprit;
@@ -42,10 +48,15 @@ const char *fork_op_name(uint32_t op);
 int64_t fork_now_ms(void);
 int fork_ms_left(int64_t deadline);
 
+/* Socket buffer size of both ends: large payloads move in few calls. */
+#define FORK_SOCKET_BUFFER (4 << 20)
+
 /* Move what a nonblocking socket takes/gives right now of a message made of
- * `head` then `body`, continuing from *done. OK with *done advanced (maybe
- * not at all); ENGRAM_ERR_PEER when the other end is gone (EOF, EPIPE,
- * ECONNRESET); ENGRAM_ERR_IO on any other failure. Nothing is logged. */
+ * the `cnt` pieces of `iov` (or of `head` then `body`), continuing from
+ * *done. OK with *done advanced (maybe not at all); ENGRAM_ERR_PEER when
+ * the other end is gone (EOF, EPIPE, ECONNRESET); ENGRAM_ERR_IO on any
+ * other failure. Nothing is logged. */
+engram_status_t fork_send_iov(int fd, const struct iovec *iov, int cnt, size_t *done);
 engram_status_t fork_send_some(int fd, const void *head, size_t head_len, const void *body, size_t body_len,
                                size_t *done);
 engram_status_t fork_recv_some(int fd, void *head, size_t head_len, void *body, size_t body_len, size_t *done);
@@ -53,6 +64,8 @@ engram_status_t fork_recv_some(int fd, void *head, size_t head_len, void *body, 
 /* The group a forked rank gets, speaking to the launcher over `fd` (owned
  * by the group from then on, even on failure). */
 engram_status_t fork_rank_group_create(int fd, int rank, int size, int local_size, engram_group_t **out);
+/* The socket such a group speaks over, for tests that play a rank by hand. */
+int fork_rank_fd(const engram_group_t *g);
 
 /* Relays the children's collectives until every child has been reaped;
  * fills their exit codes. A child that leaves while others need it fails
