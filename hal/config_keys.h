@@ -4,7 +4,7 @@
  *
  * X(name, type, default, accepted, help)
  *   type: INT (accepted = "min..max"), ENUM (accepted = "a|b|c", stored as
- *   the index), STRING (accepted describes it; stored in char[128]). */
+ *   the index), STRING (accepted describes it; stored in char[ENGRAM_CONFIG_STRING_MAX]). */
 #ifndef ENGRAM_HAL_CONFIG_KEYS_H
 #define ENGRAM_HAL_CONFIG_KEYS_H
 
@@ -29,7 +29,9 @@
 
 #define ENGRAM_CONFIG_FIELD_INT(name) int64_t name;
 #define ENGRAM_CONFIG_FIELD_ENUM(name) int name;
-#define ENGRAM_CONFIG_FIELD_STRING(name) char name[128];
+/* Room for a few absolute directories in plugin_path. */
+#define ENGRAM_CONFIG_STRING_MAX 1024
+#define ENGRAM_CONFIG_FIELD_STRING(name) char name[ENGRAM_CONFIG_STRING_MAX];
 #define ENGRAM_CONFIG_FIELD(name, type, def, accepted, help) ENGRAM_CONFIG_FIELD_##type(name)
 #define ENGRAM_CONFIG_COUNT_ONE(name, type, def, accepted, help) +1
 

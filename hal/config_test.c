@@ -223,12 +223,12 @@ static void test_env_errors(void)
         unsetenv(bad[i].var);
     }
 
-    char long_value[200];
+    char long_value[ENGRAM_CONFIG_STRING_MAX + 72];
     memset(long_value, 'p', sizeof(long_value) - 1);
     long_value[0] = '/';
     long_value[sizeof(long_value) - 1] = '\0';
     CHECK(setenv("ENGRAM_PLUGIN_PATH", long_value, 1) == 0);
-    check_create_fails(ENGRAM_ERR_INVALID, "plugin_path: value of 199 characters is longer than the 127 allowed");
+    check_create_fails(ENGRAM_ERR_INVALID, "plugin_path: value of 1095 characters is longer than the 1023 allowed");
     clear_env();
 }
 
@@ -243,12 +243,12 @@ static void test_api_errors(void)
     CHECK_ERROR(engram_config_set(cfg, "mode", NULL), ENGRAM_ERR_INVALID, "NULL value for mode");
     check_value(cfg, "mode", "direct", ENGRAM_CONFIG_SRC_DEFAULT);
 
-    char long_value[129];
+    char long_value[ENGRAM_CONFIG_STRING_MAX + 1];
     memset(long_value, 'x', sizeof(long_value) - 1);
-    long_value[128] = '\0';
+    long_value[ENGRAM_CONFIG_STRING_MAX] = '\0';
     CHECK_ERROR(engram_config_set(cfg, "transport", long_value), ENGRAM_ERR_INVALID,
-                "transport: value of 128 characters is longer than the 127 allowed");
-    long_value[127] = '\0'; /* exactly fits */
+                "transport: value of 1024 characters is longer than the 1023 allowed");
+    long_value[ENGRAM_CONFIG_STRING_MAX - 1] = '\0'; /* exactly fits */
     CHECK_OK(engram_config_set(cfg, "transport", long_value));
     CHECK(strcmp(cfg->transport, long_value) == 0);
     engram_config_destroy(cfg);
