@@ -196,11 +196,8 @@ static engram_status_t config_apply_line(engram_config_t *cfg, const char *path,
     return config_apply(cfg, i, value, ENGRAM_CONFIG_SRC_FILE, where);
 }
 
-static engram_status_t config_read_file(engram_config_t *cfg, const char *path)
+static engram_status_t config_read_stream(engram_config_t *cfg, FILE *f, const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_IO, "ENGRAM_CONFIG_FILE=%s cannot be read: %s", path, strerror(errno));
     engram_status_t st = ENGRAM_OK;
     char *line = NULL;
     size_t cap = 0;
@@ -210,6 +207,29 @@ static engram_status_t config_read_file(engram_config_t *cfg, const char *path)
     if (st == ENGRAM_OK && ferror(f))
         st = ENGRAM_ERROR(ENGRAM_ERR_IO, "%s: read failed after line %d", path, lineno);
     free(line);
+    return st;
+}
+
+static engram_status_t config_read_file(engram_config_t *cfg, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_IO, "ENGRAM_CONFIG_FILE=%s cannot be read: %s", path, strerror(errno));
+    engram_status_t st = config_read_stream(cfg, f, path);
+    fclose(f);
+    return st;
+}
+
+engram_status_t engram_config_read_text(engram_config_t *cfg, const char *name, const char *text, size_t len)
+{
+    if (cfg == NULL || name == NULL || (text == NULL && len > 0))
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_config_read_text: NULL argument");
+    if (len == 0)
+        return ENGRAM_OK; /* an empty file sets nothing */
+    FILE *f = fmemopen((void *)text, len, "r");
+    if (f == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "engram_config_read_text: fmemopen failed: %s", strerror(errno));
+    engram_status_t st = config_read_stream(cfg, f, name);
     fclose(f);
     return st;
 }

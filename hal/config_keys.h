@@ -8,6 +8,7 @@
 #ifndef ENGRAM_HAL_CONFIG_KEYS_H
 #define ENGRAM_HAL_CONFIG_KEYS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "hal/config.h"
 
@@ -55,5 +56,10 @@ typedef struct engram_config_key_info {
     const char *help;
 } engram_config_key_info_t;
 const engram_config_key_info_t *engram_config_key(int i);
+
+/* Applies `key = value` text (the ENGRAM_CONFIG_FILE syntax) to cfg as the
+ * file source; `name` prefixes error messages as the file path does. The
+ * file reader and the config fuzz target share this parser. */
+engram_status_t engram_config_read_text(engram_config_t *cfg, const char *name, const char *text, size_t len);
 
 #endif
