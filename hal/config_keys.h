@@ -26,7 +26,12 @@
     X(timeout_ms, INT, "30000", "1..86400000", "Bound on waits, barriers and collective setup")        \
     X(plugin_path, STRING, "", "colon-separated absolute directories",                                \
       "Where external transports (libengram_transport_<name>.so) are looked for")                     \
-    X(ucx_window, INT, "256", "1..65536", "UCX: outstanding gets per worker before progress is forced")
+    X(ucx_window, INT, "256", "1..65536", "UCX: outstanding gets per worker before progress is forced") \
+    X(mlx5_device, STRING, "", "an RDMA device name (mlx5_0, ...)",                                   \
+      "mlx5dv: the device to open; empty = the first mlx5 device") \
+    X(gpu_sms, INT, "0", "0..4096", "recv=cuda: SMs the fetch kernel occupies (one block each); 0 = all")   \
+    X(gpu_table, ENUM, "host_numa", "host_numa|device",                                               \
+      "recv=cuda: table shards in host memory on the GPU's NUMA node, or in GPU memory (peers over NVLink)")
 
 #define ENGRAM_CONFIG_FIELD_INT(name) int64_t name;
 #define ENGRAM_CONFIG_FIELD_ENUM(name) int name;
@@ -41,6 +46,7 @@ enum { ENGRAM_CONFIG_NUM_KEYS = 0 ENGRAM_CONFIG_KEYS(ENGRAM_CONFIG_COUNT_ONE) };
 /* Enum values, in the order of their `accepted` lists. */
 enum { ENGRAM_MODE_DIRECT = 0, ENGRAM_MODE_HYBRID = 1 };
 enum { ENGRAM_HUGE_AUTO = 0, ENGRAM_HUGE_ON = 1, ENGRAM_HUGE_OFF = 2 };
+enum { ENGRAM_GPU_TABLE_HOST_NUMA = 0, ENGRAM_GPU_TABLE_DEVICE = 1 };
 
 struct engram_config {
     ENGRAM_CONFIG_KEYS(ENGRAM_CONFIG_FIELD)
