@@ -96,6 +96,19 @@ ENGRAM_API engram_status_t engram_write(engram_table_t *table, const void *rows,
  * in flight (ENGRAM_ERR_BUSY beyond). num_tokens may be 0. */
 ENGRAM_API engram_status_t engram_fetch(engram_table_t *table, const int64_t *indices, uint32_t num_tokens,
                                         unsigned flags, engram_fetch_t **out);
+/* Queues the table's fetches are spread over (the context's num_queues). */
+ENGRAM_API int engram_table_queues(const engram_table_t *table);
+/* As engram_fetch, on queues [first_queue, first_queue + num_queues) only.
+ * Threads: fetches whose queue ranges do not overlap may be issued, tested,
+ * waited and released concurrently from different threads (receive slots
+ * are shared safely; each fetch handle is used by one thread at a time),
+ * unless the transport needs owner progress (ENGRAM_CAP_OWNER_PROGRESS, e.g.
+ * ucx over shared memory or TCP), whose progress call serialises the whole
+ * transport: then the caller serialises its fetch calls. engram_write and
+ * the destroy calls must not run concurrently with any fetch call. */
+ENGRAM_API engram_status_t engram_fetch_on_queues(engram_table_t *table, int first_queue, int num_queues,
+                                                  const int64_t *indices, uint32_t num_tokens, unsigned flags,
+                                                  engram_fetch_t **out);
 /* ENGRAM_OK when complete, ENGRAM_INPROGRESS, or an error. */
 ENGRAM_API engram_status_t engram_test(engram_fetch_t *fetch);
 /* Waits (bounded by timeout_ms) and returns the rows

@@ -9,9 +9,11 @@
 
 static engram_fetch_t *take_slot(engram_table_t *t)
 {
-    for (int s = 0; s < t->num_slots; s++)
-        if (!t->slots[s].in_use)
+    for (int s = 0; s < t->num_slots; s++) {
+        bool free_slot = false;
+        if (atomic_compare_exchange_strong(&t->slots[s].in_use, &free_slot, true))
             return &t->slots[s];
+    }
     return NULL;
 }
 
@@ -50,11 +52,11 @@ static engram_status_t issue_rows(engram_fetch_t *f, const int64_t *indices)
     const uint32_t ept = t->params.entries_per_token;
     const uint32_t row_bytes = t->params.row_bytes;
     const uint32_t depth = (uint32_t)ctx->cfg.flush_depth;
-    const uint64_t queues = (uint64_t)ctx->num_queues;
+    const uint64_t queues = (uint64_t)f->num_queues;
     const uint64_t recv_base = (uint64_t)((char *)f->rows - (char *)t->recv->addr);
     for (uint32_t tok = 0; tok < f->num_tokens; tok++) {
         /* contiguous token ranges per queue, as the GPU kernel's blocks */
-        int queue = (int)((uint64_t)tok * queues / f->num_tokens);
+        int queue = f->first_queue + (int)((uint64_t)tok * queues / f->num_tokens);
         uint32_t *counters = f->counters + (uint64_t)queue * t->num_peers;
         for (uint32_t e = 0; e < ept; e++) {
             uint64_t row = (uint64_t)tok * ept + e;
@@ -84,7 +86,7 @@ static engram_status_t flush_peers(engram_fetch_t *f)
     engram_table_t *t = f->table;
     engram_context_t *ctx = t->ctx;
     engram_status_t first = ENGRAM_OK;
-    for (int q = 0; q < ctx->num_queues; q++) {
+    for (int q = f->first_queue; q < f->first_queue + f->num_queues; q++) {
         for (int p = 0; p < t->num_peers; p++) {
             uint32_t *c = &f->counters[(uint64_t)q * t->num_peers + p];
             if (!engram_flush_needed(*c))
@@ -116,11 +118,19 @@ static engram_status_t check_fetch(const engram_table_t *t, const int64_t *indic
     return ENGRAM_OK;
 }
 
-engram_status_t engram_fetch(engram_table_t *t, const int64_t *indices, uint32_t num_tokens, unsigned flags,
-                             engram_fetch_t **out)
+int engram_table_queues(const engram_table_t *t)
+{
+    return t ? t->ctx->num_queues : 0;
+}
+
+engram_status_t engram_fetch_on_queues(engram_table_t *t, int first_queue, int num_queues, const int64_t *indices,
+                                       uint32_t num_tokens, unsigned flags, engram_fetch_t **out)
 {
     if (t == NULL || out == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch: table and out must not be NULL");
+    if (first_queue < 0 || num_queues < 1 || num_queues > t->ctx->num_queues - first_queue)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch: queues [%d, %d+%d) are not within the table's %d",
+                            first_queue, first_queue, num_queues, t->ctx->num_queues);
     engram_status_t st = check_fetch(t, indices, num_tokens, flags);
     if (st != ENGRAM_OK)
         return st;
@@ -128,7 +138,8 @@ engram_status_t engram_fetch(engram_table_t *t, const int64_t *indices, uint32_t
     if (f == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_fetch: all %d receive slots are in flight (fetch_slots); "
                                              "wait and release one first", t->num_slots);
-    f->in_use = true;
+    f->first_queue = first_queue;
+    f->num_queues = num_queues;
     f->completed = false;
     f->num_tokens = num_tokens;
     f->flags = flags;
@@ -140,6 +151,12 @@ engram_status_t engram_fetch(engram_table_t *t, const int64_t *indices, uint32_t
     f->status = st != ENGRAM_OK ? st : fst;
     *out = f;
     return ENGRAM_OK;
+}
+
+engram_status_t engram_fetch(engram_table_t *t, const int64_t *indices, uint32_t num_tokens, unsigned flags,
+                             engram_fetch_t **out)
+{
+    return engram_fetch_on_queues(t, 0, t ? t->ctx->num_queues : 1, indices, num_tokens, flags, out);
 }
 
 /* Tests outstanding requests, dropping the completed ones. */
@@ -236,6 +253,6 @@ void engram_fetch_release(engram_fetch_t *f)
         ENGRAM_WARN("engram_fetch_release: fetch still in flight after the timeout; its slot stays reserved");
         return;
     }
-    f->in_use = false;
     f->table->fetches_in_flight--;
+    atomic_store(&f->in_use, false); /* last: the slot is someone else's from here */
 }

@@ -2,6 +2,7 @@
 #ifndef ENGRAM_ENGRAM_INTERNAL_H
 #define ENGRAM_ENGRAM_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include "engram/engram.h"
 #include "engram/routing.h"
@@ -20,11 +21,15 @@ struct engram_context {
 
 struct engram_fetch {
     engram_table_t *table;
-    bool in_use;     /* slot taken by a fetch not yet released */
+    /* Slot taken by a fetch not yet released; taken by compare-and-swap so
+     * threads fetching on separate queues share the table's slots. Every
+     * other field belongs to the thread that took the slot. */
+    atomic_bool in_use;
     bool completed;  /* every flush request has completed */
     engram_status_t status; /* first error seen, sticky */
     uint32_t num_tokens;
     unsigned flags;
+    int first_queue, num_queues; /* the queues this fetch issues on */
     void *rows;      /* this slot's receive rows */
     uint32_t *sf;    /* this slot's scales */
     uint32_t *counters;        /* [queues][peers] requests issued this fetch */
@@ -48,7 +53,7 @@ struct engram_table {
     uint32_t *scales; /* replicated global scales, [total_entries][scale_packs] */
     uint32_t *sf_recv;
     bool written;
-    int fetches_in_flight;
+    atomic_int fetches_in_flight;
     int num_slots;
     engram_fetch_t *slots;
 };
