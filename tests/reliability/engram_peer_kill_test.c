@@ -1,0 +1,113 @@
+/* Fault: a rank is SIGKILLed in the middle of a fetch (argv[1] names the
+ * transport). Every surviving rank keeps fetching: each wait returns within
+ * the configured timeout_ms (2000), with OK (loopback: the dead rank's shard
+ * stays mapped through its fd) or ENGRAM_ERR_PEER / ENGRAM_ERR_TIMEOUT;
+ * then its next collective (table destroy) returns PEER or TIMEOUT within
+ * the timeout, and teardown completes. The launcher reports the victim
+ * killed (137) and every survivor exiting 0. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tests/check.h"
+#include "tests/engram_harness.h"
+
+#define RANKS 4
+#define VICTIM 3
+#define TIMEOUT_MS 2000
+#define SLACK_MS 1000 /* scheduling on a loaded 2-core CI machine */
+#define EPR 1024u
+#define EPT 4u
+#define MAX_TOKENS 32u
+
+static const engram_table_params_t params = {.size = sizeof(engram_table_params_t), .entries_per_rank = EPR,
+                                             .row_bytes = 128, .entries_per_token = EPT, .max_tokens = MAX_TOKENS,
+                                             .scale_packs = 0, .recv = ENGRAM_RECV_HOST};
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool peer_failure(engram_status_t st)
+{
+    return st == ENGRAM_ERR_PEER || st == ENGRAM_ERR_TIMEOUT;
+}
+
+/* Indices on every rank, the victim's included. */
+static void fill_indices(int64_t *idx, unsigned round)
+{
+    for (uint32_t i = 0; i < MAX_TOKENS * EPT; i++)
+        idx[i] = (int64_t)(((uint64_t)i * 131 + round * 17) % (EPR * RANKS));
+}
+
+static int rank_main(engram_group_t *g, void *arg)
+{
+    const char *transport = arg;
+    harness_t h;
+    CHECK_OK(harness_open(&h, g, transport, false, &params));
+    CHECK_OK(harness_write(&h));
+    int64_t idx[MAX_TOKENS * EPT];
+    fill_indices(idx, 0);
+    engram_fetch_t *f;
+    if (engram_group_rank(g) == VICTIM) {
+        CHECK_OK(engram_fetch(h.table, idx, MAX_TOKENS, 0, &f));
+        raise(SIGKILL); /* gets in flight, peers mid-fetch */
+    }
+    /* Survivors: fetch for about a timeout's worth of time across the kill. */
+    unsigned failed_waits = 0, rounds = 0;
+    long long start = now_ms();
+    while (now_ms() - start < TIMEOUT_MS && failed_waits == 0) {
+        fill_indices(idx, ++rounds);
+        CHECK_OK(engram_fetch(h.table, idx, MAX_TOKENS, 0, &f));
+        long long t0 = now_ms();
+        const void *rows;
+        engram_status_t st = engram_wait(f, &rows, NULL);
+        long long took = now_ms() - t0;
+        CHECK(took <= TIMEOUT_MS + SLACK_MS);
+        if (st == ENGRAM_OK)
+            CHECK(harness_check(&h, idx, MAX_TOKENS, false, rows, NULL)); /* nothing wrong delivered */
+        else {
+            CHECK(peer_failure(st));
+            failed_waits++;
+        }
+        engram_fetch_release(f);
+    }
+    long long t0 = now_ms();
+    engram_status_t st = engram_table_destroy(h.table);
+    long long destroy_ms = now_ms() - t0;
+    printf("rank %d (%s): %u fetch rounds, %u waits failed; table destroy returned %s after %lld ms: %s\n",
+           engram_group_rank(g), transport, rounds, failed_waits, engram_status_str(st), destroy_ms,
+           engram_last_error());
+    fflush(stdout);
+    CHECK(peer_failure(st));
+    CHECK(destroy_ms <= TIMEOUT_MS + SLACK_MS);
+    t0 = now_ms();
+    st = engram_context_destroy(h.ctx);
+    CHECK(st == ENGRAM_OK || peer_failure(st));
+    CHECK(now_ms() - t0 <= TIMEOUT_MS + SLACK_MS);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *transport = argc > 1 ? argv[1] : "loopback";
+    char timeout[16];
+    snprintf(timeout, sizeof(timeout), "%d", TIMEOUT_MS);
+    CHECK(setenv("ENGRAM_TIMEOUT_MS", timeout, 1) == 0);
+    int codes[RANKS];
+    long long t0 = now_ms();
+    engram_status_t st = engram_group_fork_run(RANKS, 0, rank_main, (void *)transport, codes);
+    long long took = now_ms() - t0;
+    printf("fork_run: %s after %lld ms; exit codes %d %d %d %d\n", engram_status_str(st), took, codes[0],
+           codes[1], codes[2], codes[3]);
+    CHECK(st != ENGRAM_OK);
+    for (int r = 0; r < RANKS; r++)
+        CHECK(codes[r] == (r == VICTIM ? 128 + SIGKILL : 0));
+    puts("engram_peer_kill_test: ok");
+    return 0;
+}
