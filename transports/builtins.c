@@ -11,6 +11,9 @@
 #ifdef ENGRAM_HAVE_UCX
 #include "transports/ucx/ucx.h"
 #endif
+#ifdef ENGRAM_HAVE_MLX5DV
+#include "transports/mlx5dv/mlx5dv.h"
+#endif
 
 #if !defined(ENGRAM_UCX_ABSENT_REASON) || !defined(ENGRAM_NCCL_GIN_ABSENT_REASON) || \
     !defined(ENGRAM_MLX5DV_ABSENT_REASON)
@@ -29,7 +32,11 @@ const engram_builtin_t engram_builtins[] = {
     {"ucx", NULL, ENGRAM_UCX_ABSENT_REASON, PRIO_UCX},
 #endif
     {"nccl_gin", NULL, ENGRAM_NCCL_GIN_ABSENT_REASON, PRIO_NCCL_GIN},
+#ifdef ENGRAM_HAVE_MLX5DV
+    {"mlx5dv", &engram_mlx5dv_ops, NULL, PRIO_MLX5DV},
+#else
     {"mlx5dv", NULL, ENGRAM_MLX5DV_ABSENT_REASON, PRIO_MLX5DV},
+#endif
 };
 
 const int engram_builtin_count = sizeof(engram_builtins) / sizeof(engram_builtins[0]);
