@@ -96,6 +96,16 @@ ENGRAM_API engram_status_t engram_write(engram_table_t *table, const void *rows,
  * in flight (ENGRAM_ERR_BUSY beyond). num_tokens may be 0. */
 ENGRAM_API engram_status_t engram_fetch(engram_table_t *table, const int64_t *indices, uint32_t num_tokens,
                                         unsigned flags, engram_fetch_t **out);
+/* The same for a table with recv = ENGRAM_RECV_CUDA: indices are in GPU
+ * memory, and the fetch is a kernel on `stream` (a cudaStream_t; NULL = the
+ * default stream) that reads this node's rows straight from the mapped
+ * shards. Stream-ordered: work queued later on `stream` sees the rows
+ * without waiting; engram_test/engram_wait complete it on the host and
+ * return GPU pointers (rows, scales) and the bad-index report as for
+ * engram_fetch. The kernel occupies gpu_sms SMs (config; 0 = all). */
+ENGRAM_API engram_status_t engram_fetch_on_stream(engram_table_t *table, const int64_t *indices,
+                                                  uint32_t num_tokens, unsigned flags, void *stream,
+                                                  engram_fetch_t **out);
 /* Queues the table's fetches are spread over (the context's num_queues). */
 ENGRAM_API int engram_table_queues(const engram_table_t *table);
 /* As engram_fetch, on queues [first_queue, first_queue + num_queues) only.

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engram/gpu/gpu_table.h"
 #include "engram/internal.h"
 #include "hal/log.h"
 
@@ -106,6 +107,9 @@ static engram_status_t flush_peers(engram_fetch_t *f)
 static engram_status_t check_fetch(const engram_table_t *t, const int64_t *indices, uint32_t num_tokens,
                                    unsigned flags)
 {
+    if (t->params.recv == ENGRAM_RECV_CUDA)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch: the table receives in GPU memory (recv=CUDA); "
+                                                "use engram_fetch_on_stream with device indices");
     if (!t->written)
         return ENGRAM_ERROR(ENGRAM_ERR_STATE, "engram_fetch before any engram_write on this table");
     if (num_tokens > t->params.max_tokens)
@@ -164,6 +168,8 @@ engram_status_t engram_test(engram_fetch_t *f)
 {
     if (f == NULL || !f->in_use)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_test: not a fetch in flight");
+    if (f->table->params.recv == ENGRAM_RECV_CUDA)
+        return engram_gpu_fetch_test(f);
     engram_table_t *t = f->table;
     engram_context_t *ctx = t->ctx;
     int i = 0;

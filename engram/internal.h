@@ -56,7 +56,14 @@ struct engram_table {
     atomic_int fetches_in_flight;
     int num_slots;
     engram_fetch_t *slots;
+    void *gpu; /* recv=CUDA tables: engram/gpu's state */
 };
+
+/* Shared by the host and GPU table paths (table.c): the routing shape from
+ * the params and t->shard's size; the fetch slots and their flush state. */
+void engram_table_fill_shape(engram_table_t *t);
+engram_status_t engram_table_alloc_slots(engram_table_t *t);
+void engram_table_free_slots(engram_table_t *t);
 
 /* Whether gets complete only while owners call ops->progress. */
 bool engram_context_needs_progress(const engram_context_t *ctx);

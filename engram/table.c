@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engram/gpu/gpu_table.h"
 #include "engram/internal.h"
 #include "hal/log.h"
 #include "memory/host_segment.h"
@@ -44,9 +45,7 @@ static engram_status_t check_params(const engram_context_t *ctx, const engram_ta
     if (p->entries_per_rank == 0 || p->row_bytes == 0 || p->entries_per_token == 0 || p->max_tokens == 0)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
                             "table params: entries_per_rank, row_bytes, entries_per_token and max_tokens must be > 0");
-    if (p->recv == ENGRAM_RECV_CUDA)
-        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "recv=CUDA needs the CUDA receive path, not in this build");
-    if (p->recv != ENGRAM_RECV_HOST)
+    if (p->recv != ENGRAM_RECV_HOST && p->recv != ENGRAM_RECV_CUDA)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "table params: unknown recv location %d", (int)p->recv);
     uint64_t ranks = (uint64_t)engram_group_size(ctx->group);
     if (p->entries_per_rank > (uint64_t)INT64_MAX / ranks)
@@ -55,7 +54,7 @@ static engram_status_t check_params(const engram_context_t *ctx, const engram_ta
     if (ctx->cfg.mode == ENGRAM_MODE_HYBRID && !(ctx->caps.flags & ENGRAM_CAP_HYBRID))
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "mode=hybrid: transport %s has no node-span regions",
                             ctx->ops->name);
-    return ENGRAM_OK;
+    return p->recv == ENGRAM_RECV_CUDA ? engram_gpu_table_check(ctx, p) : ENGRAM_OK;
 }
 
 /* Step 1: local validation plus the same params on every rank. */
@@ -83,7 +82,7 @@ out:
     return st;
 }
 
-static void fill_shape(engram_table_t *t)
+void engram_table_fill_shape(engram_table_t *t)
 {
     const engram_context_t *ctx = t->ctx;
     int size = engram_group_size(ctx->group);
@@ -106,7 +105,7 @@ static engram_status_t alloc_segment(const engram_config_t *cfg, uint64_t bytes,
     return engram_host_segment_ops.alloc(&sp, out);
 }
 
-static engram_status_t alloc_slots(engram_table_t *t)
+engram_status_t engram_table_alloc_slots(engram_table_t *t)
 {
     const engram_table_params_t *p = &t->params;
     int queues = t->ctx->num_queues;
@@ -128,7 +127,7 @@ static engram_status_t alloc_slots(engram_table_t *t)
     return ENGRAM_OK;
 }
 
-static void free_slots(engram_table_t *t)
+void engram_table_free_slots(engram_table_t *t)
 {
     for (int s = 0; t->slots != NULL && s < t->num_slots; s++) {
         free(t->slots[s].counters);
@@ -149,8 +148,8 @@ static engram_status_t alloc_local(engram_table_t *t)
     engram_status_t st = alloc_segment(cfg, p->entries_per_rank * stride, &t->shard);
     if (st != ENGRAM_OK)
         return st;
-    fill_shape(t);
-    st = alloc_slots(t);
+    engram_table_fill_shape(t);
+    st = engram_table_alloc_slots(t);
     if (st != ENGRAM_OK)
         return st;
     st = alloc_segment(cfg, t->slot_row_bytes * (uint64_t)t->num_slots, &t->recv);
@@ -176,9 +175,41 @@ static void free_local(engram_table_t *t)
     free(t->scales);
     if (t->recv)
         t->recv->ops->free(t->recv);
-    free_slots(t);
+    engram_table_free_slots(t);
     if (t->shard)
         t->shard->ops->free(t->shard);
+}
+
+/* Steps 2-5 for rows received in host memory; t is NULL when st is not OK.
+ * On failure t's contents are released (t itself is the caller's). */
+static engram_status_t create_host(engram_context_t *ctx, engram_table_t *t, engram_status_t st)
+{
+    if (st == ENGRAM_OK)
+        st = alloc_local(t);
+    st = engram_agree(ctx->group, st);
+    if (st != ENGRAM_OK)
+        goto err_free_local;
+
+    engram_reg_span_t span = t->shape.hybrid ? ENGRAM_REG_NODE_SPAN : ENGRAM_REG_RANK;
+    st = ctx->ops->reg_symmetric(ctx->transport, t->shard, span, &t->shard_region);
+    if (st != ENGRAM_OK)
+        goto err_free_local;
+    st = engram_agree(ctx->group, ctx->ops->reg_local(ctx->transport, t->recv, &t->recv_region));
+    if (st != ENGRAM_OK)
+        goto err_dereg_shard;
+    st = engram_group_barrier(ctx->group);
+    if (st != ENGRAM_OK)
+        goto err_dereg_recv;
+    return ENGRAM_OK;
+
+err_dereg_recv:
+    ctx->ops->dereg(ctx->transport, t->recv_region);
+err_dereg_shard:
+    ctx->ops->dereg(ctx->transport, t->shard_region);
+err_free_local:
+    if (t != NULL)
+        free_local(t);
+    return st;
 }
 
 engram_status_t engram_table_create(engram_context_t *ctx, const engram_table_params_t *params, engram_table_t **out)
@@ -194,35 +225,15 @@ engram_status_t engram_table_create(engram_context_t *ctx, const engram_table_pa
     else {
         t->ctx = ctx;
         t->params = *params;
-        st = alloc_local(t);
     }
-    st = engram_agree(ctx->group, st);
-    if (st != ENGRAM_OK)
-        goto err_free_local;
-
-    engram_reg_span_t span = t->shape.hybrid ? ENGRAM_REG_NODE_SPAN : ENGRAM_REG_RANK;
-    st = ctx->ops->reg_symmetric(ctx->transport, t->shard, span, &t->shard_region);
-    if (st != ENGRAM_OK)
-        goto err_free_local;
-    st = engram_agree(ctx->group, ctx->ops->reg_local(ctx->transport, t->recv, &t->recv_region));
-    if (st != ENGRAM_OK)
-        goto err_dereg_shard;
-    st = engram_group_barrier(ctx->group);
-    if (st != ENGRAM_OK)
-        goto err_dereg_recv;
+    st = params->recv == ENGRAM_RECV_CUDA ? engram_gpu_table_create(ctx, t, st) : create_host(ctx, t, st);
+    if (st != ENGRAM_OK) {
+        free(t);
+        return st;
+    }
     ctx->live_tables++;
     *out = t;
     return ENGRAM_OK;
-
-err_dereg_recv:
-    ctx->ops->dereg(ctx->transport, t->recv_region);
-err_dereg_shard:
-    ctx->ops->dereg(ctx->transport, t->shard_region);
-err_free_local:
-    if (t != NULL)
-        free_local(t);
-    free(t);
-    return st;
 }
 
 engram_status_t engram_table_destroy(engram_table_t *t)
@@ -239,10 +250,14 @@ engram_status_t engram_table_destroy(engram_table_t *t)
     st = engram_agree(ctx->group, st);
     if (st == ENGRAM_ERR_BUSY)
         return st;
-    if (t->recv_region)
-        ctx->ops->dereg(ctx->transport, t->recv_region);
-    ctx->ops->dereg(ctx->transport, t->shard_region);
-    free_local(t);
+    if (t->params.recv == ENGRAM_RECV_CUDA) {
+        engram_gpu_table_destroy(t);
+    } else {
+        if (t->recv_region)
+            ctx->ops->dereg(ctx->transport, t->recv_region);
+        ctx->ops->dereg(ctx->transport, t->shard_region);
+        free_local(t);
+    }
     ctx->live_tables--;
     free(t);
     return st;
@@ -274,13 +289,18 @@ engram_status_t engram_write(engram_table_t *t, const void *rows, uint32_t row_b
     engram_status_t st = engram_agree(t->ctx->group, check_write(t, rows, row_bytes, scales));
     if (st != ENGRAM_OK)
         return st;
-    const char *src = rows;
-    char *dst = t->shard->addr;
-    for (uint64_t i = 0; i < t->params.entries_per_rank; i++)
-        memcpy(dst + i * t->shape.row_stride, src + i * row_bytes, row_bytes);
-    if (scales)
-        memcpy(t->scales, scales, t->shape.total_entries * t->params.scale_packs * sizeof(uint32_t));
-    st = engram_group_barrier(t->ctx->group);
+    if (t->params.recv == ENGRAM_RECV_CUDA) {
+        st = engram_gpu_table_write(t, rows, scales);
+    } else {
+        const char *src = rows;
+        char *dst = t->shard->addr;
+        for (uint64_t i = 0; i < t->params.entries_per_rank; i++)
+            memcpy(dst + i * t->shape.row_stride, src + i * row_bytes, row_bytes);
+        if (scales)
+            memcpy(t->scales, scales, t->shape.total_entries * t->params.scale_packs * sizeof(uint32_t));
+    }
+    /* Also the closing barrier: no rank reads before every rank has written. */
+    st = engram_agree(t->ctx->group, st);
     if (st == ENGRAM_OK)
         t->written = true;
     return st;

@@ -1,0 +1,45 @@
+/* The GPU fetch kernel's arguments and launcher, shared by the C side
+ * (gpu_fetch.c) and the CUDA side (gather.cu). */
+#ifndef ENGRAM_GPU_GATHER_H
+#define ENGRAM_GPU_GATHER_H
+
+#include <stdint.h>
+#include "engram/routing.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One block's bad-index tally, written by the block's thread 0 into
+ * host-mapped memory: no counters to reset and no copy back per fetch. */
+typedef struct engram_gpu_bad {
+    uint64_t count;
+    uint64_t first_row; /* lowest token * entries_per_token + entry; UINT64_MAX if none */
+} engram_gpu_bad_t;
+
+typedef struct engram_gpu_gather_args {
+    engram_route_shape_t shape;
+    const int64_t *indices; /* device, [num_rows] */
+    const char *span;       /* this node's shards, back to back at shape.rank_stride */
+    uint64_t peer_stride;   /* span bytes per routed peer: rank_stride (direct), 0 (hybrid: in src_off) */
+    uint32_t first_peer;    /* routed peer of the span's first shard */
+    char *rows;             /* device, [num_rows][row_bytes] */
+    uint32_t row_bytes;
+    uint32_t num_rows; /* num_tokens * entries_per_token */
+    uint32_t entries_per_token;
+    uint32_t num_tokens;
+    const uint32_t *scales; /* device, replicated [total_entries][packs]; NULL when packs == 0 */
+    uint32_t *sf;           /* device, row-major or column-major (engram_sf_col_stride) */
+    uint32_t packs;
+    uint32_t col_major;
+    engram_gpu_bad_t *bad; /* host-mapped, [blocks] */
+} engram_gpu_gather_args_t;
+
+/* Launches `blocks` blocks (one per SM) on `stream` (a cudaStream_t);
+ * returns the launch's cudaError_t. */
+int engram_gpu_gather_launch(const engram_gpu_gather_args_t *a, int blocks, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

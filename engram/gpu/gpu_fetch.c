@@ -1,0 +1,129 @@
+/* GPU fetch: one kernel launch on the caller's stream and an event behind
+ * it; test/wait poll the event and fold the blocks' bad-index tallies. */
+#include <stdatomic.h>
+
+#include "engram/gpu/gpu_state.h"
+#include "engram/gpu/gpu_table.h"
+#include "hal/log.h"
+
+static engram_status_t check_args(const engram_table_t *t, const int64_t *indices, uint32_t num_tokens,
+                                  unsigned flags)
+{
+    if (t->params.recv != ENGRAM_RECV_CUDA)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch_on_stream: the table receives in host memory; "
+                                                "use engram_fetch");
+    if (!t->written)
+        return ENGRAM_ERROR(ENGRAM_ERR_STATE, "engram_fetch_on_stream before any engram_write on this table");
+    if (num_tokens > t->params.max_tokens)
+        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "engram_fetch_on_stream: %u tokens exceed max_tokens %u",
+                            num_tokens, t->params.max_tokens);
+    if (indices == NULL && num_tokens > 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch_on_stream: indices is NULL");
+    if (flags & ~ENGRAM_FETCH_SF_COL_MAJOR)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch_on_stream: unknown flags 0x%x", flags);
+    return ENGRAM_OK;
+}
+
+static engram_fetch_t *take_slot(engram_table_t *t)
+{
+    for (int s = 0; s < t->num_slots; s++) {
+        bool free_slot = false;
+        if (atomic_compare_exchange_strong(&t->slots[s].in_use, &free_slot, true))
+            return &t->slots[s];
+    }
+    return NULL;
+}
+
+static engram_status_t launch(engram_fetch_t *f, engram_gpu_table_t *g, int slot, const int64_t *indices,
+                              void *stream)
+{
+    const engram_table_t *t = f->table;
+    cudaError_t ce = cudaSuccess;
+    if (f->num_tokens > 0) {
+        engram_gpu_gather_args_t a = {
+            .shape = t->shape,
+            .indices = indices,
+            .span = g->base + g->recv_bytes,
+            .peer_stride = g->peer_stride,
+            .first_peer = g->first_peer,
+            .rows = f->rows,
+            .row_bytes = t->params.row_bytes,
+            .num_rows = f->num_tokens * t->params.entries_per_token,
+            .entries_per_token = t->params.entries_per_token,
+            .num_tokens = f->num_tokens,
+            .scales = g->scales,
+            .sf = f->sf,
+            .packs = t->params.scale_packs,
+            .col_major = (f->flags & ENGRAM_FETCH_SF_COL_MAJOR) != 0,
+            .bad = g->bad + (size_t)slot * g->blocks,
+        };
+        ce = (cudaError_t)engram_gpu_gather_launch(&a, g->blocks, stream);
+        if (ce != cudaSuccess)
+            return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "engram_fetch_on_stream: kernel launch: %s",
+                                cudaGetErrorString(ce));
+    }
+    ce = cudaEventRecord(g->done[slot], (cudaStream_t)stream);
+    if (ce != cudaSuccess) {
+        /* Without the event nothing tells when the slot is free again. */
+        cudaStreamSynchronize((cudaStream_t)stream);
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "engram_fetch_on_stream: recording the event: %s",
+                            cudaGetErrorString(ce));
+    }
+    return ENGRAM_OK;
+}
+
+engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices, uint32_t num_tokens, unsigned flags,
+                                       void *stream, engram_fetch_t **out)
+{
+    if (t == NULL || out == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch_on_stream: table and out must not be NULL");
+    engram_status_t st = check_args(t, indices, num_tokens, flags);
+    if (st != ENGRAM_OK)
+        return st;
+    engram_fetch_t *f = take_slot(t);
+    if (f == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_fetch_on_stream: all %d receive slots are in flight "
+                                             "(fetch_slots); wait and release one first", t->num_slots);
+    engram_gpu_table_t *g = t->gpu;
+    int slot = (int)(f - t->slots);
+    f->completed = false;
+    f->num_tokens = num_tokens;
+    f->flags = flags;
+    f->num_reqs = 0;
+    f->bad_count = 0;
+    t->fetches_in_flight++;
+    f->status = launch(f, g, slot, indices, stream);
+    f->completed = f->status != ENGRAM_OK; /* nothing in flight after a failed launch */
+    *out = f;
+    return ENGRAM_OK;
+}
+
+engram_status_t engram_gpu_fetch_test(engram_fetch_t *f)
+{
+    if (f->completed)
+        return f->status;
+    engram_table_t *t = f->table;
+    engram_gpu_table_t *g = t->gpu;
+    int slot = (int)(f - t->slots);
+    cudaError_t ce = cudaEventQuery(g->done[slot]);
+    if (ce == cudaErrorNotReady)
+        return ENGRAM_INPROGRESS;
+    f->completed = true;
+    if (ce != cudaSuccess) {
+        f->status = ENGRAM_ERROR(ENGRAM_ERR_TRANSPORT, "GPU fetch kernel failed: %s", cudaGetErrorString(ce));
+        return f->status;
+    }
+    uint64_t first = UINT64_MAX;
+    const engram_gpu_bad_t *bad = g->bad + (size_t)slot * g->blocks;
+    for (int b = 0; f->num_tokens > 0 && b < g->blocks; b++) {
+        f->bad_count += bad[b].count;
+        if (bad[b].first_row < first)
+            first = bad[b].first_row;
+    }
+    if (f->bad_count > 0) {
+        f->first_bad_token = (uint32_t)(first / t->params.entries_per_token);
+        f->first_bad_entry = (uint32_t)(first % t->params.entries_per_token);
+    }
+    f->status = ENGRAM_OK;
+    return ENGRAM_OK;
+}

@@ -1,0 +1,173 @@
+/* GPU fetch (recv=CUDA), bit for bit against the host reference: 1 rank and
+ * 4 ranks sharing one GPU as one node, direct and hybrid, bf16 and
+ * fp8+scales in both layouts, odd row sizes, shards in host-NUMA or device
+ * memory, several fetches in flight, and bad indices zero-filled and
+ * reported. Needs a GPU (tagged gpu). */
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/check.h"
+#include "tests/engram_harness.h"
+#include "tools/bench/bench.h"
+
+#define MAX_TOKENS 96u
+#define EPT 5u
+#define CUDA_CHECK(expr) CHECK((expr) == cudaSuccess)
+
+typedef struct scenario {
+    bool hybrid;
+    const char *gpu_table;
+} scenario_t;
+
+/* The bad-index report of the last fetch finish() waited for. */
+static struct {
+    uint64_t count;
+    uint32_t token, entry;
+} last_bad;
+
+typedef struct gpu_fetch {
+    int64_t *d_idx;
+    engram_fetch_t *f;
+} gpu_fetch_t;
+
+static void issue(harness_t *h, cudaStream_t s, const int64_t *idx, uint32_t tokens, bool col, gpu_fetch_t *out)
+{
+    size_t n = (size_t)tokens * EPT;
+    CUDA_CHECK(cudaMalloc((void **)&out->d_idx, n * sizeof(int64_t) + 8));
+    CUDA_CHECK(cudaMemcpy(out->d_idx, idx, n * sizeof(int64_t), cudaMemcpyHostToDevice));
+    CHECK_OK(engram_fetch_on_stream(h->table, out->d_idx, tokens, col ? ENGRAM_FETCH_SF_COL_MAJOR : 0, s, &out->f));
+}
+
+/* Waits, copies the rows and scales back and compares; returns the wait status. */
+static engram_status_t finish(harness_t *h, const int64_t *idx, uint32_t tokens, bool col, gpu_fetch_t *gf)
+{
+    const void *d_rows = NULL;
+    const uint32_t *d_sf = NULL;
+    engram_status_t st = engram_wait(gf->f, &d_rows, &d_sf);
+    CHECK(st == ENGRAM_OK || st == ENGRAM_ERR_BAD_INDEX);
+    const engram_table_params_t *p = &h->params;
+    size_t row_bytes = (size_t)tokens * EPT * p->row_bytes;
+    size_t sf_elems = col ? (size_t)EPT * p->scale_packs * ((tokens + 3) & ~3u) : (size_t)tokens * EPT * p->scale_packs;
+    uint8_t *rows = malloc(row_bytes + 1);
+    uint32_t *sf = malloc(sf_elems * sizeof(uint32_t) + 4);
+    if (row_bytes)
+        CUDA_CHECK(cudaMemcpy(rows, d_rows, row_bytes, cudaMemcpyDeviceToHost));
+    if (sf_elems)
+        CUDA_CHECK(cudaMemcpy(sf, d_sf, sf_elems * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+    CHECK(harness_check(h, idx, tokens, col, rows, sf));
+    free(rows);
+    free(sf);
+    engram_fetch_bad_indices(gf->f, &last_bad.count, &last_bad.token, &last_bad.entry);
+    engram_fetch_release(gf->f);
+    CUDA_CHECK(cudaFree(gf->d_idx));
+    return st;
+}
+
+static void make_indices(harness_t *h, uint32_t tokens, uint64_t seed, int64_t *out)
+{
+    bench_case_t c = {.ranks = engram_group_size(h->g), .entries_per_rank = h->params.entries_per_rank,
+                      .tokens = tokens, .entries_per_token = EPT, .dist = BENCH_DIST_UNIFORM, .seed = seed};
+    bench_make_indices(&c, engram_group_rank(h->g), out);
+}
+
+static void check_shapes(harness_t *h, cudaStream_t s, bool col)
+{
+    static const uint32_t token_counts[] = {0, 1, 7, MAX_TOKENS};
+    int64_t idx[MAX_TOKENS * EPT];
+    for (size_t t = 0; t < sizeof(token_counts) / sizeof(token_counts[0]); t++) {
+        make_indices(h, token_counts[t], 31 + t, idx);
+        gpu_fetch_t gf;
+        issue(h, s, idx, token_counts[t], col, &gf);
+        CHECK_OK(finish(h, idx, token_counts[t], col, &gf));
+    }
+}
+
+/* Every rank's first and last row, plus fetch_slots fetches in flight. */
+static void check_boundaries_and_slots(harness_t *h, cudaStream_t s)
+{
+    int n = engram_group_size(h->g);
+    uint64_t epr = h->params.entries_per_rank;
+    int64_t idx[4][MAX_TOKENS * EPT];
+    memset(idx, 0, sizeof(idx));
+    for (int r = 0; r < n; r++) {
+        idx[0][2 * r] = (int64_t)(r * epr);
+        idx[0][2 * r + 1] = (int64_t)(r * epr + epr - 1);
+    }
+    for (int k = 1; k < 4; k++)
+        make_indices(h, MAX_TOKENS, 200 + k, idx[k]);
+    gpu_fetch_t gf[4];
+    for (int k = 0; k < 4; k++)
+        issue(h, s, idx[k], MAX_TOKENS, false, &gf[k]);
+    engram_fetch_t *extra;
+    CHECK_STATUS(engram_fetch_on_stream(h->table, gf[0].d_idx, 1, 0, s, &extra), ENGRAM_ERR_BUSY);
+    for (int k = 3; k >= 0; k--)
+        CHECK_OK(finish(h, idx[k], MAX_TOKENS, false, &gf[k]));
+}
+
+static void check_bad_indices(harness_t *h, cudaStream_t s, bool col)
+{
+    int64_t idx[MAX_TOKENS * EPT];
+    make_indices(h, MAX_TOKENS, 77, idx);
+    int64_t total = (int64_t)(h->params.entries_per_rank * (uint64_t)engram_group_size(h->g));
+    idx[3 * EPT + 2] = -1; /* the first: token 3, entry 2 */
+    idx[10 * EPT + 0] = total;
+    idx[50 * EPT + 4] = INT64_MAX;
+    gpu_fetch_t gf;
+    issue(h, s, idx, MAX_TOKENS, col, &gf);
+    CHECK_STATUS(finish(h, idx, MAX_TOKENS, col, &gf), ENGRAM_ERR_BAD_INDEX);
+    CHECK(last_bad.count == 3 && last_bad.token == 3 && last_bad.entry == 2);
+}
+
+static int rank_main(engram_group_t *g, void *arg)
+{
+    const scenario_t *sc = arg;
+    int devices = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&devices));
+    CUDA_CHECK(cudaSetDevice(engram_group_local_rank(g) % devices));
+    setenv("ENGRAM_GPU_TABLE", sc->gpu_table, 1);
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    static const struct { uint32_t row_bytes, packs; } dtypes[] = {{256, 0}, {256, 1}, {72, 3}, {30, 0}};
+    for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
+        engram_table_params_t p = {.size = sizeof(p), .entries_per_rank = d == 1 ? 4096 : 1000,
+                                   .row_bytes = dtypes[d].row_bytes, .entries_per_token = EPT,
+                                   .max_tokens = MAX_TOKENS, .scale_packs = dtypes[d].packs,
+                                   .recv = ENGRAM_RECV_CUDA};
+        harness_t h;
+        CHECK_OK(harness_open(&h, g, "loopback", sc->hybrid, &p));
+        engram_fetch_t *f;
+        CHECK_STATUS(engram_fetch_on_stream(h.table, NULL, 0, 0, s, &f), ENGRAM_ERR_STATE);
+        CHECK_OK(harness_write(&h));
+        int64_t one = 0;
+        CHECK_STATUS(engram_fetch(h.table, &one, 1, 0, &f), ENGRAM_ERR_INVALID);
+        check_shapes(&h, s, false);
+        check_bad_indices(&h, s, false);
+        if (dtypes[d].packs) {
+            check_shapes(&h, s, true);
+            check_bad_indices(&h, s, true);
+        }
+        check_boundaries_and_slots(&h, s);
+        harness_close(&h);
+    }
+    CUDA_CHECK(cudaStreamDestroy(s));
+    return 0;
+}
+
+int main(void)
+{
+    static const struct { int ranks; bool hybrid; const char *gpu_table; } shapes[] = {
+        {1, false, "host_numa"}, {4, false, "host_numa"}, {4, true, "host_numa"},
+        {1, false, "device"},    {4, false, "device"},    {4, true, "device"}};
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+        scenario_t sc = {.hybrid = shapes[s].hybrid, .gpu_table = shapes[s].gpu_table};
+        int codes[8];
+        engram_status_t st = engram_group_fork_run(shapes[s].ranks, shapes[s].ranks, rank_main, &sc, codes);
+        printf("gpu_fetch_test: %d ranks on one node, %s, table in %s: %s\n", shapes[s].ranks,
+               sc.hybrid ? "hybrid" : "direct", sc.gpu_table, st == ENGRAM_OK ? "ok" : "FAILED");
+        fflush(stdout);
+        CHECK_OK(st);
+    }
+    printf("gpu_fetch_test: ok\n");
+    return 0;
+}

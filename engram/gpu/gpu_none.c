@@ -1,0 +1,46 @@
+/* Builds without CUDA: recv=CUDA tables are refused when their params are
+ * checked, so the other hooks are never reached with a table. */
+#include "engram/gpu/gpu_table.h"
+#include "hal/log.h"
+
+engram_status_t engram_gpu_table_check(const engram_context_t *ctx, const engram_table_params_t *p)
+{
+    (void)ctx;
+    (void)p;
+    return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
+                        "recv=CUDA needs the GPU fetch path: build with --config=cuda where nvcc and CUDA exist");
+}
+
+engram_status_t engram_gpu_table_create(engram_context_t *ctx, engram_table_t *t, engram_status_t st)
+{
+    (void)t;
+    return engram_agree(ctx->group, st == ENGRAM_OK ? engram_gpu_table_check(ctx, NULL) : st);
+}
+
+engram_status_t engram_gpu_table_write(engram_table_t *t, const void *rows, const uint32_t *scales)
+{
+    (void)rows;
+    (void)scales;
+    return engram_gpu_table_check(t->ctx, &t->params);
+}
+
+void engram_gpu_table_destroy(engram_table_t *t)
+{
+    (void)t;
+}
+
+engram_status_t engram_gpu_fetch_test(engram_fetch_t *f)
+{
+    return engram_gpu_table_check(f->table->ctx, &f->table->params);
+}
+
+engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices, uint32_t num_tokens, unsigned flags,
+                                       void *stream, engram_fetch_t **out)
+{
+    (void)indices;
+    (void)num_tokens;
+    (void)flags;
+    (void)stream;
+    (void)out;
+    return engram_gpu_table_check(t ? t->ctx : NULL, NULL);
+}

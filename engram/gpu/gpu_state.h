@@ -1,0 +1,30 @@
+/* A GPU table's state (table->gpu), shared by gpu_table.c and gpu_fetch.c. */
+#ifndef ENGRAM_GPU_GPU_STATE_H
+#define ENGRAM_GPU_GPU_STATE_H
+
+#include <cuda_runtime_api.h>
+#include "engram/gpu/gather.h"
+#include "engram/internal.h"
+
+typedef struct engram_gpu_table {
+    int device;
+    int blocks;     /* the kernel's grid: gpu_sms, or every SM */
+    size_t gran;    /* allocation granularity of the span's parts */
+    /* The span, DeepEP-style and identical in every local rank: this rank's
+     * receive region (GPU memory) at base, then every local rank's shard at
+     * base + recv_bytes + local_rank * shard stride. */
+    char *base;
+    size_t span_bytes;
+    size_t recv_bytes;
+    engram_segment_t *recv_own;   /* the receive allocation (exported to map it into the span) */
+    engram_segment_t **parts;     /* the span's mappings: [0] receive, [1 + i] local rank i's shard */
+    int num_parts;
+    uint32_t first_peer;          /* routed peer of the span's first shard */
+    uint64_t peer_stride;
+    uint32_t *scales;             /* GPU copy of the replicated scales */
+    uint32_t *sf;                 /* GPU scale slots */
+    engram_gpu_bad_t *bad;        /* host-mapped, [slots][blocks] */
+    cudaEvent_t *done;            /* [slots]: recorded after each fetch's kernel */
+} engram_gpu_table_t;
+
+#endif

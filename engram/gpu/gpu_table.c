@@ -1,0 +1,229 @@
+/* GPU tables: shards in CUDA segments shared among the ranks of a node by
+ * fd and mapped behind each rank's GPU receive region at the same offsets
+ * in every rank, so the fetch kernel reads any local row with one load. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engram/gpu/gpu_state.h"
+#include "engram/gpu/gpu_table.h"
+#include "hal/log.h"
+#include "memory/cuda_segment.h"
+#include "memory/fd_share.h"
+
+static engram_status_t cuda_error(const char *what, cudaError_t ce)
+{
+    return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "GPU table: %s: %s", what, cudaGetErrorString(ce));
+}
+
+static size_t round_up(size_t v, size_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+engram_status_t engram_gpu_table_check(const engram_context_t *ctx, const engram_table_params_t *p)
+{
+    int size = engram_group_size(ctx->group), local = engram_group_local_size(ctx->group);
+    if (local != size)
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
+                            "recv=CUDA: rows owned by other nodes (%d ranks, %d per node) need the host transport "
+                            "into GPU memory, not implemented yet; run one node",
+                            size, local);
+    if ((uint64_t)p->max_tokens * p->entries_per_token > UINT32_MAX)
+        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "recv=CUDA: max_tokens %u x entries_per_token %u exceed 2^32 rows",
+                            p->max_tokens, p->entries_per_token);
+    return ENGRAM_OK;
+}
+
+static const engram_segment_ops_t *shard_ops(const engram_context_t *ctx)
+{
+    return ctx->cfg.gpu_table == ENGRAM_GPU_TABLE_DEVICE ? &engram_cuda_device_segment_ops
+                                                         : &engram_cuda_host_numa_segment_ops;
+}
+
+static engram_status_t alloc_seg(const engram_segment_ops_t *ops, engram_gpu_table_t *g, size_t bytes,
+                                 engram_segment_t **out)
+{
+    engram_segment_params_t sp = {.size = sizeof(sp), .bytes = round_up(bytes, g->gran), .numa_node = -1,
+                                  .huge = ENGRAM_HUGE_AUTO, .device = g->device};
+    return ops->alloc(&sp, out);
+}
+
+static engram_status_t alloc_cuda(engram_table_t *t, engram_gpu_table_t *g)
+{
+    const engram_table_params_t *p = &t->params;
+    cudaError_t ce = cudaSuccess;
+    if (p->scale_packs > 0) {
+        ce = cudaMalloc((void **)&g->sf, t->slot_sf_elems * (uint64_t)t->num_slots * sizeof(uint32_t));
+        if (ce == cudaSuccess)
+            ce = cudaMalloc((void **)&g->scales, t->shape.total_entries * p->scale_packs * sizeof(uint32_t));
+        if (ce != cudaSuccess)
+            return cuda_error("allocating the scales in GPU memory", ce);
+    }
+    ce = cudaHostAlloc((void **)&g->bad, (size_t)t->num_slots * g->blocks * sizeof(*g->bad), cudaHostAllocMapped);
+    if (ce != cudaSuccess)
+        return cuda_error("allocating the bad-index tallies (host-mapped)", ce);
+    g->done = calloc((size_t)t->num_slots, sizeof(*g->done));
+    if (g->done == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: out of memory for %d events", t->num_slots);
+    for (int s = 0; s < t->num_slots; s++) {
+        ce = cudaEventCreateWithFlags(&g->done[s], cudaEventDisableTiming);
+        if (ce != cudaSuccess)
+            return cuda_error("creating the fetch events", ce);
+    }
+    return ENGRAM_OK;
+}
+
+/* Step 2: what this rank owns: shard, receive region, scales, events. */
+static engram_status_t alloc_local(engram_table_t *t, engram_gpu_table_t *g)
+{
+    engram_context_t *ctx = t->ctx;
+    const engram_table_params_t *p = &t->params;
+    cudaError_t ce = cudaGetDevice(&g->device);
+    if (ce != cudaSuccess)
+        return cuda_error("no current CUDA device", ce);
+    int sms = 0;
+    ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g->device);
+    if (ce != cudaSuccess)
+        return cuda_error("reading the SM count", ce);
+    g->blocks = ctx->cfg.gpu_sms > 0 && ctx->cfg.gpu_sms < sms ? (int)ctx->cfg.gpu_sms : sms;
+    engram_status_t st = engram_cuda_granularity(g->device, &g->gran);
+    if (st != ENGRAM_OK)
+        return st;
+    uint64_t stride = (p->row_bytes + ENGRAM_ROW_ALIGN - 1) / ENGRAM_ROW_ALIGN * ENGRAM_ROW_ALIGN;
+    st = alloc_seg(shard_ops(ctx), g, p->entries_per_rank * stride, &t->shard);
+    if (st != ENGRAM_OK)
+        return st;
+    engram_table_fill_shape(t);
+    st = engram_table_alloc_slots(t);
+    if (st != ENGRAM_OK)
+        return st;
+    st = alloc_seg(&engram_cuda_device_segment_ops, g, t->slot_row_bytes * (uint64_t)t->num_slots, &g->recv_own);
+    if (st != ENGRAM_OK)
+        return st;
+    g->recv_bytes = g->recv_own->size;
+    return alloc_cuda(t, g);
+}
+
+static engram_status_t map_part(engram_gpu_table_t *g, int fd, size_t bytes, bool read_only, size_t offset)
+{
+    engram_status_t st = g->recv_own->ops->import_fd(fd, bytes, read_only, g->base + offset, &g->parts[g->num_parts]);
+    if (st == ENGRAM_OK)
+        g->num_parts++;
+    return st;
+}
+
+/* Steps 3-4: the span (receive region, then the node's shards, read-only). */
+static engram_status_t map_span(engram_table_t *t, engram_gpu_table_t *g, const int *fds)
+{
+    engram_group_t *grp = t->ctx->group;
+    int local = engram_group_local_size(grp);
+    int first = engram_group_rank(grp) - engram_group_local_rank(grp);
+    size_t shard_bytes = t->shard->size;
+    g->parts = calloc((size_t)local + 1, sizeof(*g->parts));
+    if (g->parts == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: out of memory for %d span parts", local + 1);
+    g->span_bytes = g->recv_bytes + (size_t)local * shard_bytes;
+    engram_status_t st = engram_cuda_reserve(g->span_bytes, (void **)&g->base);
+    if (st != ENGRAM_OK)
+        return st;
+    int recv_fd = -1;
+    st = g->recv_own->ops->export_fd(g->recv_own, &recv_fd);
+    if (st == ENGRAM_OK)
+        st = map_part(g, recv_fd, g->recv_bytes, false, 0);
+    for (int i = 0; st == ENGRAM_OK && i < local; i++)
+        st = map_part(g, fds[first + i], shard_bytes, true, g->recv_bytes + (size_t)i * shard_bytes);
+    if (st != ENGRAM_OK)
+        return st;
+    bool hybrid = t->shape.hybrid != 0;
+    g->first_peer = hybrid ? (uint32_t)(first / local) : (uint32_t)first;
+    g->peer_stride = hybrid ? 0 : t->shape.rank_stride;
+    for (int s = 0; s < t->num_slots; s++) {
+        t->slots[s].rows = g->base + (uint64_t)s * t->slot_row_bytes;
+        t->slots[s].sf = g->sf ? g->sf + (uint64_t)s * t->slot_sf_elems : NULL;
+    }
+    return ENGRAM_OK;
+}
+
+static void free_gpu(engram_table_t *t, engram_gpu_table_t *g)
+{
+    for (int s = 0; g->done != NULL && s < t->num_slots; s++)
+        if (g->done[s] != NULL)
+            cudaEventDestroy(g->done[s]);
+    free(g->done);
+    cudaFreeHost(g->bad);
+    cudaFree(g->scales);
+    cudaFree(g->sf);
+    /* The parts go before the reservation they sit in. */
+    for (int i = g->num_parts - 1; i >= 0; i--)
+        g->parts[i]->ops->free(g->parts[i]);
+    free(g->parts);
+    engram_cuda_unreserve(g->base, g->span_bytes);
+    if (g->recv_own)
+        g->recv_own->ops->free(g->recv_own);
+    engram_table_free_slots(t);
+    if (t->shard)
+        t->shard->ops->free(t->shard);
+    t->shard = NULL;
+    free(g);
+    t->gpu = NULL;
+}
+
+engram_status_t engram_gpu_table_create(engram_context_t *ctx, engram_table_t *t, engram_status_t st)
+{
+    engram_gpu_table_t *g = NULL;
+    if (st == ENGRAM_OK) {
+        g = calloc(1, sizeof(*g));
+        t->gpu = g;
+        st = g ? alloc_local(t, g) : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: out of memory for its state");
+    }
+    st = engram_agree(ctx->group, st);
+    int my_fd = -1;
+    if (st == ENGRAM_OK)
+        st = engram_agree(ctx->group, t->shard->ops->export_fd(t->shard, &my_fd));
+    if (st != ENGRAM_OK)
+        goto err_free;
+    int n = engram_group_size(ctx->group);
+    int *fds = malloc((size_t)n * sizeof(int));
+    st = engram_agree(ctx->group, fds ? ENGRAM_OK : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: fd table"));
+    if (st != ENGRAM_OK) {
+        free(fds);
+        goto err_free;
+    }
+    st = engram_fd_allgather(ctx->group, my_fd, fds);
+    if (st == ENGRAM_OK) {
+        st = engram_agree(ctx->group, map_span(t, g, fds));
+        for (int r = 0; r < n; r++)
+            if (fds[r] >= 0)
+                close(fds[r]);
+    }
+    free(fds);
+    if (st == ENGRAM_OK)
+        return ENGRAM_OK;
+err_free:
+    if (g != NULL)
+        free_gpu(t, g);
+    return st;
+}
+
+engram_status_t engram_gpu_table_write(engram_table_t *t, const void *rows, const uint32_t *scales)
+{
+    engram_gpu_table_t *g = t->gpu;
+    const engram_table_params_t *p = &t->params;
+    cudaError_t ce = cudaMemcpy2D(t->shard->addr, t->shape.row_stride, rows, p->row_bytes, p->row_bytes,
+                                  p->entries_per_rank, cudaMemcpyDefault);
+    if (ce == cudaSuccess && scales != NULL)
+        ce = cudaMemcpy(g->scales, scales, t->shape.total_entries * p->scale_packs * sizeof(uint32_t),
+                        cudaMemcpyHostToDevice);
+    /* Copies from pageable memory may return before the DMA lands; peers
+     * read the shard right after the closing agreement. */
+    if (ce == cudaSuccess)
+        ce = cudaDeviceSynchronize();
+    return ce == cudaSuccess ? ENGRAM_OK : cuda_error("writing the shard and scales", ce);
+}
+
+void engram_gpu_table_destroy(engram_table_t *t)
+{
+    if (t->gpu != NULL)
+        free_gpu(t, t->gpu);
+}

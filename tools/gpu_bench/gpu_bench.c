@@ -1,0 +1,208 @@
+/* GPU fetch bench: one rank, table in CUDA host-NUMA memory, uniform random
+ * rows; the fetch's GB/s beside a contiguous pinned host-to-device
+ * cudaMemcpyAsync of the same bytes measured in the same run, at several
+ * SM counts (gpu_sms). Prints a table and, with a path argument, appends
+ * one JSON object per line there. Needs a GPU.
+ * Usage: engram_gpu_bench [json_path] */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engram/engram.h"
+#include "tools/bench/bench.h"
+
+#define EPR (1u << 20) /* 256 MiB of 256-byte rows: far past the 60 MB L2 */
+#define ROW_BYTES 256u
+#define EPT 24u
+#define SLOTS 4
+
+static int fail(const char *what, int rc)
+{
+    fprintf(stderr, "engram_gpu_bench: %s failed (%d): %s\n", what, rc, engram_last_error());
+    exit(1);
+}
+#define CK(expr)                                        \
+    do {                                                \
+        int rc_ = (int)(expr);                          \
+        if (rc_ != 0)                                   \
+            fail(#expr, rc_);                           \
+    } while (0)
+
+typedef struct shape {
+    uint32_t tokens;
+    int sets; /* distinct index sets rotated, so rows come from PCIe, not L2 */
+    int iters;
+} shape_t;
+
+/* Median-free but warm: the best of three timed runs of `iters` items. */
+static double time_memcpy(cudaStream_t s, void *dst, const void *src, size_t bytes, int iters)
+{
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    double best = 1e30;
+    for (int rep = 0; rep < 4; rep++) {
+        CK(cudaEventRecord(a, s));
+        for (int i = 0; i < iters; i++)
+            CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+        CK(cudaEventRecord(b, s));
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        if (rep > 0 && ms < best)
+            best = ms;
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return best / iters * 1e-3;
+}
+
+static bool check_rows(const int64_t *idx, size_t n, const void *d_rows)
+{
+    uint8_t *got = malloc(n * ROW_BYTES), want[ROW_BYTES];
+    CK(cudaMemcpy(got, d_rows, n * ROW_BYTES, cudaMemcpyDeviceToHost));
+    bool ok = true;
+    for (size_t i = 0; ok && i < n; i++) {
+        bench_fill_row((uint64_t)idx[i], ROW_BYTES, want);
+        ok = memcmp(got + i * ROW_BYTES, want, ROW_BYTES) == 0;
+    }
+    free(got);
+    return ok;
+}
+
+/* Seconds per fetch, fetch_slots fetches kept in flight on one stream. */
+static double time_fetch(engram_table_t *t, cudaStream_t s, int64_t *const *d_idx, const shape_t *sh, int iters)
+{
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    engram_fetch_t *f[SLOTS] = {0};
+    double best = 1e30;
+    for (int rep = 0; rep < 4; rep++) {
+        CK(cudaEventRecord(a, s));
+        for (int i = 0; i < iters; i++) {
+            if (f[i % SLOTS]) {
+                CK(engram_wait(f[i % SLOTS], NULL, NULL));
+                engram_fetch_release(f[i % SLOTS]);
+            }
+            CK(engram_fetch_on_stream(t, d_idx[i % sh->sets], sh->tokens, 0, s, &f[i % SLOTS]));
+        }
+        CK(cudaEventRecord(b, s));
+        for (int k = 0; k < SLOTS; k++) {
+            if (f[k]) {
+                CK(engram_wait(f[k], NULL, NULL));
+                engram_fetch_release(f[k]);
+                f[k] = NULL;
+            }
+        }
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        if (rep > 0 && ms < best)
+            best = ms;
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return best / iters * 1e-3;
+}
+
+static void run_sms(engram_group_t *g, int sms, const shape_t *shapes, int nshapes, const uint8_t *rows, FILE *json)
+{
+    engram_config_t *cfg;
+    CK(engram_config_create(&cfg));
+    char v[16];
+    snprintf(v, sizeof(v), "%d", sms);
+    CK(engram_config_set(cfg, "gpu_sms", v));
+    CK(engram_config_set(cfg, "transport", "loopback"));
+    engram_context_t *ctx;
+    CK(engram_context_create(cfg, g, &ctx));
+    engram_config_destroy(cfg);
+    uint32_t max_tokens = 0;
+    for (int i = 0; i < nshapes; i++)
+        max_tokens = shapes[i].tokens > max_tokens ? shapes[i].tokens : max_tokens;
+    engram_table_params_t p = {.size = sizeof(p), .entries_per_rank = EPR, .row_bytes = ROW_BYTES,
+                               .entries_per_token = EPT, .max_tokens = max_tokens, .recv = ENGRAM_RECV_CUDA};
+    engram_table_t *t;
+    CK(engram_table_create(ctx, &p, &t));
+    CK(engram_write(t, rows, ROW_BYTES, NULL));
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    int dev_sms = 0;
+    CK(cudaDeviceGetAttribute(&dev_sms, cudaDevAttrMultiProcessorCount, 0));
+    int used = sms > 0 && sms < dev_sms ? sms : dev_sms;
+    for (int i = 0; i < nshapes; i++) {
+        const shape_t *sh = &shapes[i];
+        size_t n = (size_t)sh->tokens * EPT, bytes = n * ROW_BYTES;
+        int64_t **d_idx = calloc((size_t)sh->sets, sizeof(*d_idx));
+        int64_t *idx = malloc(n * sizeof(int64_t));
+        int64_t *idx0 = malloc(n * sizeof(int64_t));
+        for (int k = 0; k < sh->sets; k++) {
+            bench_case_t c = {.ranks = 1, .entries_per_rank = EPR, .tokens = sh->tokens, .entries_per_token = EPT,
+                              .dist = BENCH_DIST_UNIFORM, .seed = 1000 + (uint64_t)k};
+            bench_make_indices(&c, 0, k == 0 ? idx0 : idx);
+            CK(cudaMalloc((void **)&d_idx[k], n * sizeof(int64_t)));
+            CK(cudaMemcpy(d_idx[k], k == 0 ? idx0 : idx, n * sizeof(int64_t), cudaMemcpyHostToDevice));
+        }
+        engram_fetch_t *f;
+        const void *d_rows;
+        CK(engram_fetch_on_stream(t, d_idx[0], sh->tokens, 0, s, &f));
+        CK(engram_wait(f, &d_rows, NULL));
+        bool ok = check_rows(idx0, n, d_rows);
+        engram_fetch_release(f);
+        double fetch_s = time_fetch(t, s, d_idx, sh, sh->iters);
+        void *h_src, *d_dst;
+        CK(cudaMallocHost(&h_src, bytes));
+        memset(h_src, 1, bytes);
+        CK(cudaMalloc(&d_dst, bytes));
+        double copy_s = time_memcpy(s, d_dst, h_src, bytes, sh->iters);
+        double gbps = bytes / fetch_s * 1e-9, copy_gbps = bytes / copy_s * 1e-9;
+        printf("%6u tok x %u x %u B  sms %3d  fetch %7.1f us %6.1f GB/s  memcpy H2D %7.1f us %6.1f GB/s  "
+               "ratio %.3f  check %s\n",
+               sh->tokens, EPT, ROW_BYTES, used, fetch_s * 1e6, gbps, copy_s * 1e6, copy_gbps, gbps / copy_gbps,
+               ok ? "ok" : "FAILED");
+        fflush(stdout);
+        if (json)
+            fprintf(json,
+                    "{\"bench\":\"gpu_fetch\",\"tokens\":%u,\"entries_per_token\":%u,\"row_bytes\":%u,"
+                    "\"table\":\"cuda_host_numa\",\"sms\":%d,\"fetch_us\":%.2f,\"fetch_gbps\":%.2f,"
+                    "\"memcpy_h2d_us\":%.2f,\"memcpy_h2d_gbps\":%.2f,\"ratio\":%.4f,\"check_ok\":%s}\n",
+                    sh->tokens, EPT, ROW_BYTES, used, fetch_s * 1e6, gbps, copy_s * 1e6, copy_gbps,
+                    gbps / copy_gbps, ok ? "true" : "false");
+        cudaFreeHost(h_src);
+        cudaFree(d_dst);
+        for (int k = 0; k < sh->sets; k++)
+            cudaFree(d_idx[k]);
+        free(d_idx);
+        free(idx);
+        free(idx0);
+        if (!ok)
+            exit(1);
+    }
+    CK(cudaStreamDestroy(s));
+    CK(engram_table_destroy(t));
+    CK(engram_context_destroy(ctx));
+}
+
+int main(int argc, char **argv)
+{
+    FILE *json = argc > 1 ? fopen(argv[1], "a") : NULL;
+    if (argc > 1 && json == NULL) {
+        perror(argv[1]);
+        return 1;
+    }
+    static const shape_t shapes[] = {{512, 64, 400}, {8192, 8, 40}};
+    static const int sms[] = {8, 16, 32, 64, 0};
+    engram_group_t *g;
+    CK(engram_group_solo_create(&g));
+    uint8_t *rows = malloc((size_t)EPR * ROW_BYTES);
+    for (uint64_t i = 0; i < EPR; i++)
+        bench_fill_row(i, ROW_BYTES, rows + i * ROW_BYTES);
+    for (size_t k = 0; k < sizeof(sms) / sizeof(sms[0]); k++)
+        run_sms(g, sms[k], shapes, 2, rows, json);
+    free(rows);
+    engram_group_destroy(g);
+    if (json)
+        fclose(json);
+    return 0;
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds the GPU tier (every target tagged gpu, --config=cuda) on this build
+# host and packs a self-contained bundle for a GPU host without Bazel:
+#   bin/      the test and bench binaries
+#   lib/      the shared libraries they load, except glibc's own
+#   run_gpu_tier.sh   runs them all: bash run_gpu_tier.sh OUT_DIR
+#                     (OUT_DIR/gpu_tier.log and OUT_DIR/gpu_tier.json)
+# Usage: tools/scripts/gpu_bundle.sh [bundle_dir]   (default .gpubundle, git-ignored)
+# ENGRAM_BAZEL_OUTPUT_BASE picks a Bazel output base.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bundle=${1:-.gpubundle}
+bazel_cmd=(bazel ${ENGRAM_BAZEL_OUTPUT_BASE:+--output_base=$ENGRAM_BAZEL_OUTPUT_BASE})
+mapfile -t targets < <("${bazel_cmd[@]}" query --noshow_progress 'attr(tags, "\bgpu\b", //...)' 2>/dev/null)
+if ((${#targets[@]} == 0)); then
+    echo "gpu_bundle: no targets tagged gpu (is CUDA installed here?)" >&2
+    exit 1
+fi
+"${bazel_cmd[@]}" build --config=cuda "${targets[@]}"
+bin=$("${bazel_cmd[@]}" info --config=cuda bazel-bin 2>/dev/null)
+rm -rf "$bundle"
+mkdir -p "$bundle/bin" "$bundle/lib"
+: >"$bundle/tests.txt"
+: >"$bundle/benches.txt"
+for t in "${targets[@]}"; do
+    path=${t#//}
+    path=${path/://}
+    cp "$bin/$path" "$bundle/bin/"
+    kind=$("${bazel_cmd[@]}" query --noshow_progress --output=label_kind "$t" 2>/dev/null | cut -d' ' -f1)
+    if [[ $kind == cc_test ]]; then echo "${path##*/}" >>"$bundle/tests.txt"; else echo "${path##*/}" >>"$bundle/benches.txt"; fi
+    # glibc (libc, libm, libdl, libpthread, librt, the loader) comes from the GPU host.
+    ldd "$bin/$path" | awk '$3 ~ /^\// {print $3}' |
+        grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
+        while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
+done
+cp tools/scripts/run_gpu_tier.sh "$bundle/run_gpu_tier.sh"
+git rev-parse HEAD >"$bundle/commit.txt" 2>/dev/null || true
+echo "gpu_bundle: $(wc -l <"$bundle/tests.txt") tests, $(wc -l <"$bundle/benches.txt") benches," \
+    "$(ls "$bundle/lib" | wc -l) libraries, $(du -sh "$bundle" | cut -f1) in $bundle"

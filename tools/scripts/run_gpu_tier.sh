@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs a GPU-tier bundle (made by gpu_bundle.sh) on a GPU host: every test,
+# then every bench. Writes OUT_DIR/gpu_tier.log (everything printed) and
+# OUT_DIR/gpu_tier.json (per binary: exit code, seconds; the benches' JSON
+# lines). Exit code 0 only if every binary passed.
+# Usage: bash run_gpu_tier.sh OUT_DIR
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:?usage: run_gpu_tier.sh OUT_DIR}
+mkdir -p "$out"
+log=$out/gpu_tier.log
+bench_lines=$out/gpu_bench.jsonl
+: >"$log"
+: >"$bench_lines"
+export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export ENGRAM_TIMEOUT_MS=${ENGRAM_TIMEOUT_MS:-120000}
+{
+    echo "=== GPU tier, $(date -u +%FT%TZ), host $(hostname), bundle of $(cat "$here/commit.txt" 2>/dev/null)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current \
+        --format=csv,noheader 2>&1
+    nvidia-smi topo -m 2>&1 | head -5
+} | tee -a "$log"
+results=()
+failed=0
+run_one() { # kind name args...
+    local kind=$1 name=$2
+    shift 2
+    echo "=== $kind $name" | tee -a "$log"
+    local t0=$(date +%s%N)
+    timeout ${GPU_TIER_TIMEOUT_S:-240} "$here/bin/$name" "$@" 2>&1 | tee -a "$log"
+    local rc=${PIPESTATUS[0]}
+    local secs=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
+    echo "=== $name: exit $rc in ${secs}s" | tee -a "$log"
+    ((rc == 0)) || failed=$((failed + 1))
+    results+=("{\"kind\":\"$kind\",\"name\":\"$name\",\"exit\":$rc,\"seconds\":$secs}")
+}
+while read -r t; do [[ -n $t ]] && run_one test "$t"; done <"$here/tests.txt"
+while read -r b; do [[ -n $b ]] && run_one bench "$b" "$bench_lines"; done <"$here/benches.txt"
+{
+    printf '{"date":"%s","host":"%s","gpu":"%s","failed":%d,"results":[' "$(date -u +%FT%TZ)" "$(hostname)" \
+        "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" "$failed"
+    (IFS=,; printf '%s' "${results[*]}")
+    printf '],"bench":['
+    paste -sd, "$bench_lines" | tr -d '\n'
+    printf ']}\n'
+} >"$out/gpu_tier.json"
+echo "=== GPU tier: ${#results[@]} binaries, $failed failed" | tee -a "$log"
+((failed == 0))
