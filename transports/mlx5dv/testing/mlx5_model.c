@@ -445,6 +445,12 @@ static void model_detach_peers(engram_mlx5_dev_t *m, void *peers)
     peers_free(peers);
 }
 
+/* Page-aligned, as a NIC's rings (aligned_alloc wants whole pages). */
+static uint8_t *page_alloc(size_t bytes)
+{
+    return aligned_alloc(4096, (bytes + 4095) & ~(size_t)4095);
+}
+
 static engram_status_t model_qp_create(engram_mlx5_dev_t *m, uint32_t depth, engram_mlx5_qp_t **out,
                                        engram_mlx5_rings_t *rings, engram_mlx5_qp_addr_t *addr)
 {
@@ -453,8 +459,8 @@ static engram_status_t model_qp_create(engram_mlx5_dev_t *m, uint32_t depth, eng
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5 model: out of memory for a QP");
     qp->sq_cnt = depth;
     qp->cqe_cnt = 2 * depth;
-    qp->sq_buf = aligned_alloc(4096, (size_t)depth * MLX5_SEND_WQE_BB);
-    qp->cq_buf = aligned_alloc(4096, (size_t)qp->cqe_cnt * 64);
+    qp->sq_buf = page_alloc((size_t)depth * MLX5_SEND_WQE_BB);
+    qp->cq_buf = page_alloc((size_t)qp->cqe_cnt * 64);
     if (qp->sq_buf == NULL || qp->cq_buf == NULL) {
         free(qp->sq_buf);
         free(qp->cq_buf);
