@@ -63,8 +63,18 @@ static engram_status_t agree_on_params(engram_context_t *ctx, const engram_table
     engram_status_t st = check_params(ctx, p);
     engram_table_params_t mine;
     memset(&mine, 0, sizeof(mine));
-    if (st == ENGRAM_OK)
-        memcpy(&mine, p, sizeof(mine));
+    if (st == ENGRAM_OK) {
+        /* field by field into the zeroed record: the caller's padding
+         * bytes are not params, and the ranks' records are compared byte
+         * for byte */
+        mine.size = p->size;
+        mine.entries_per_rank = p->entries_per_rank;
+        mine.row_bytes = p->row_bytes;
+        mine.entries_per_token = p->entries_per_token;
+        mine.max_tokens = p->max_tokens;
+        mine.scale_packs = p->scale_packs;
+        mine.recv = p->recv;
+    }
     int n = engram_group_size(ctx->group);
     engram_table_params_t *all = calloc((size_t)n, sizeof(*all));
     if (all == NULL)
