@@ -46,10 +46,12 @@ typedef struct kid {
 typedef struct relay {
     kid_t *kids;
     int n;
-    /* The last completed round: the contributions it is sent from, and the
-     * reply as header + one piece per rank (n + 1 pieces). */
+    /* The last completed round: the contributions it is sent from (freed
+     * once every child has its reply), and the reply as header + one piece
+     * per rank (n + 1 pieces). */
     void **bodies;
     size_t round_bytes; /* of each of them */
+    int replying;       /* children still being sent it */
     fork_reply_t reply_head;
     struct iovec *reply;
     int64_t intake_ms; /* when payload bytes last reached the launcher */
@@ -239,6 +241,14 @@ static void kid_readable(relay_t *r, int rank)
         kid_close(k);
 }
 
+static void relay_release_round(relay_t *r)
+{
+    for (int i = 0; i < r->n; i++) {
+        body_free(r->bodies[i], r->round_bytes);
+        r->bodies[i] = NULL;
+    }
+}
+
 static void kid_writable(relay_t *r, kid_t *k)
 {
     if (fork_send_iov(k->c->fd, k->out, k->out_cnt, &k->out_done) != ENGRAM_OK) {
@@ -260,6 +270,8 @@ static void kid_writable(relay_t *r, kid_t *k)
     } else {
         k->phase = KID_REQUEST;
         k->in_done = 0;
+        if (--r->replying == 0)
+            relay_release_round(r);
     }
 }
 
@@ -295,15 +307,15 @@ static void relay_complete_round(relay_t *r)
     r->reply_head = (fork_reply_t){.status = ENGRAM_OK, .culprit = -1, .bytes = (uint64_t)bytes * (uint64_t)r->n};
     r->reply[0] = (struct iovec){&r->reply_head, sizeof(r->reply_head)};
     /* Every child has sent this round's request, so each has received all
-     * of the previous reply: its contributions are free to go. */
+     * of the previous reply and its contributions are released. */
     for (int i = 0; i < r->n; i++) {
         kid_t *k = &r->kids[i];
-        body_free(r->bodies[i], r->round_bytes);
         r->bodies[i] = k->body;
         k->body = NULL;
         r->reply[i + 1] = (struct iovec){r->bodies[i], bytes};
     }
     r->round_bytes = bytes;
+    r->replying = r->n;
     for (int i = 0; i < r->n; i++) {
         kid_t *k = &r->kids[i];
         k->phase = KID_REPLYING;
@@ -381,10 +393,10 @@ void fork_relay_run(fork_child_t *children, int n)
         if (!r.failed)
             relay_tell_progress(&r);
     }
-    for (int i = 0; ready && i < n; i++) {
+    for (int i = 0; ready && i < n; i++)
         kid_close(&r.kids[i]);
-        body_free(r.bodies[i], r.round_bytes);
-    }
+    if (ready)
+        relay_release_round(&r);
     for (int i = 0; i < n; i++) {
         int ws;
         if (children[i].exit_code < 0 && waitpid(children[i].pid, &ws, 0) == children[i].pid)
