@@ -102,7 +102,13 @@ ENGRAM_API engram_status_t engram_fetch(engram_table_t *table, const int64_t *in
  * shards. Stream-ordered: work queued later on `stream` sees the rows
  * without waiting; engram_test/engram_wait complete it on the host and
  * return GPU pointers (rows, scales) and the bad-index report as for
- * engram_fetch. The kernel occupies gpu_sms SMs (config; 0 = all). */
+ * engram_fetch. The kernel occupies gpu_sms SMs (config; 0 = all).
+ * On more than one node, rows owned by other nodes come through the
+ * context's host transport: this call then copies the indices back and
+ * waits for that copy (and so for the work queued before it on `stream`)
+ * to route them on the host, and those rows reach the receive buffer when
+ * engram_test/engram_wait has seen their gets complete: they are there for
+ * the host when wait returns and for work queued on `stream` after it. */
 ENGRAM_API engram_status_t engram_fetch_on_stream(engram_table_t *table, const int64_t *indices,
                                                   uint32_t num_tokens, unsigned flags, void *stream,
                                                   engram_fetch_t **out);

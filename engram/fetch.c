@@ -8,14 +8,43 @@
 #include "engram/internal.h"
 #include "hal/log.h"
 
-static engram_fetch_t *take_slot(engram_table_t *t)
+engram_fetch_t *engram_fetch_begin(engram_table_t *t, int first_queue, int num_queues, uint32_t num_tokens,
+                                   unsigned flags)
 {
-    for (int s = 0; s < t->num_slots; s++) {
+    engram_fetch_t *f = NULL;
+    for (int s = 0; f == NULL && s < t->num_slots; s++) {
         bool free_slot = false;
         if (atomic_compare_exchange_strong(&t->slots[s].in_use, &free_slot, true))
-            return &t->slots[s];
+            f = &t->slots[s];
     }
-    return NULL;
+    if (f == NULL)
+        return NULL;
+    f->first_queue = first_queue;
+    f->num_queues = num_queues;
+    f->completed = false;
+    f->status = ENGRAM_OK;
+    f->num_tokens = num_tokens;
+    f->flags = flags;
+    f->num_reqs = 0;
+    f->bad_count = 0;
+    t->fetches_in_flight++;
+    return f;
+}
+
+int engram_fetch_queue(const engram_fetch_t *f, uint32_t token)
+{
+    return f->first_queue + (int)((uint64_t)token * (uint64_t)f->num_queues / f->num_tokens);
+}
+
+engram_status_t engram_fetch_get_row(engram_fetch_t *f, int queue, const engram_route_t *r, engram_region_t *dst,
+                                     uint64_t dst_off)
+{
+    engram_table_t *t = f->table;
+    engram_context_t *ctx = t->ctx;
+    uint32_t *counter = &f->counters[(uint64_t)queue * t->num_peers + r->peer];
+    unsigned flags = engram_flush_next_flags(counter, (uint32_t)ctx->cfg.flush_depth);
+    return ctx->ops->get(ctx->transport, queue, (int)r->peer, t->shard_region, r->src_off, dst, dst_off,
+                         t->params.row_bytes, flags);
 }
 
 static void note_bad(engram_fetch_t *f, uint32_t token, uint32_t entry)
@@ -47,32 +76,23 @@ static void gather_scales(engram_fetch_t *f, uint32_t token, uint32_t entry, con
 static engram_status_t issue_rows(engram_fetch_t *f, const int64_t *indices)
 {
     engram_table_t *t = f->table;
-    engram_context_t *ctx = t->ctx;
-    const engram_transport_ops_t *ops = ctx->ops;
-    const engram_route_shape_t *shape = &t->shape;
     const uint32_t ept = t->params.entries_per_token;
     const uint32_t row_bytes = t->params.row_bytes;
-    const uint32_t depth = (uint32_t)ctx->cfg.flush_depth;
-    const uint64_t queues = (uint64_t)f->num_queues;
     const uint64_t recv_base = (uint64_t)((char *)f->rows - (char *)t->recv->addr);
     for (uint32_t tok = 0; tok < f->num_tokens; tok++) {
-        /* contiguous token ranges per queue, as the GPU kernel's blocks */
-        int queue = f->first_queue + (int)((uint64_t)tok * queues / f->num_tokens);
-        uint32_t *counters = f->counters + (uint64_t)queue * t->num_peers;
+        int queue = engram_fetch_queue(f, tok);
         for (uint32_t e = 0; e < ept; e++) {
             uint64_t row = (uint64_t)tok * ept + e;
             int64_t idx = indices[row];
             engram_route_t r;
-            if (!engram_route_index(shape, idx, &r)) {
+            if (!engram_route_index(&t->shape, idx, &r)) {
                 note_bad(f, tok, e);
                 memset((char *)f->rows + row * row_bytes, 0, row_bytes);
                 if (f->sf)
                     gather_scales(f, tok, e, NULL);
                 continue;
             }
-            unsigned flags = engram_flush_next_flags(&counters[r.peer], depth);
-            engram_status_t st = ops->get(ctx->transport, queue, (int)r.peer, t->shard_region, r.src_off,
-                                          t->recv_region, recv_base + row * row_bytes, row_bytes, flags);
+            engram_status_t st = engram_fetch_get_row(f, queue, &r, t->recv_region, recv_base + row * row_bytes);
             if (st != ENGRAM_OK)
                 return st;
             if (f->sf)
@@ -82,7 +102,7 @@ static engram_status_t issue_rows(engram_fetch_t *f, const int64_t *indices)
     return ENGRAM_OK;
 }
 
-static engram_status_t flush_peers(engram_fetch_t *f)
+engram_status_t engram_fetch_flush(engram_fetch_t *f)
 {
     engram_table_t *t = f->table;
     engram_context_t *ctx = t->ctx;
@@ -138,20 +158,12 @@ engram_status_t engram_fetch_on_queues(engram_table_t *t, int first_queue, int n
     engram_status_t st = check_fetch(t, indices, num_tokens, flags);
     if (st != ENGRAM_OK)
         return st;
-    engram_fetch_t *f = take_slot(t);
+    engram_fetch_t *f = engram_fetch_begin(t, first_queue, num_queues, num_tokens, flags);
     if (f == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_fetch: all %d receive slots are in flight (fetch_slots); "
                                              "wait and release one first", t->num_slots);
-    f->first_queue = first_queue;
-    f->num_queues = num_queues;
-    f->completed = false;
-    f->num_tokens = num_tokens;
-    f->flags = flags;
-    f->num_reqs = 0;
-    f->bad_count = 0;
-    t->fetches_in_flight++;
     st = issue_rows(f, indices);
-    engram_status_t fst = flush_peers(f);
+    engram_status_t fst = engram_fetch_flush(f);
     f->status = st != ENGRAM_OK ? st : fst;
     *out = f;
     return ENGRAM_OK;
@@ -163,15 +175,9 @@ engram_status_t engram_fetch(engram_table_t *t, const int64_t *indices, uint32_t
     return engram_fetch_on_queues(t, 0, t ? t->ctx->num_queues : 1, indices, num_tokens, flags, out);
 }
 
-/* Tests outstanding requests, dropping the completed ones. */
-engram_status_t engram_test(engram_fetch_t *f)
+engram_status_t engram_fetch_test_flushes(engram_fetch_t *f)
 {
-    if (f == NULL || !f->in_use)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_test: not a fetch in flight");
-    if (f->table->params.recv == ENGRAM_RECV_CUDA)
-        return engram_gpu_fetch_test(f);
-    engram_table_t *t = f->table;
-    engram_context_t *ctx = t->ctx;
+    engram_context_t *ctx = f->table->ctx;
     int i = 0;
     while (i < f->num_reqs) {
         engram_status_t st = ctx->ops->test(ctx->transport, f->reqs[i]);
@@ -184,10 +190,19 @@ engram_status_t engram_test(engram_fetch_t *f)
         ctx->ops->request_free(ctx->transport, f->reqs[i]);
         f->reqs[i] = f->reqs[--f->num_reqs];
     }
-    if (f->num_reqs > 0)
-        return ENGRAM_INPROGRESS;
-    f->completed = true;
-    return f->status;
+    return f->num_reqs > 0 ? ENGRAM_INPROGRESS : f->status;
+}
+
+engram_status_t engram_test(engram_fetch_t *f)
+{
+    if (f == NULL || !f->in_use)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_test: not a fetch in flight");
+    if (f->table->params.recv == ENGRAM_RECV_CUDA)
+        return engram_gpu_fetch_test(f);
+    engram_status_t st = engram_fetch_test_flushes(f);
+    if (st != ENGRAM_INPROGRESS)
+        f->completed = true;
+    return st;
 }
 
 static int64_t now_ms(void)

@@ -47,9 +47,9 @@ struct engram_table {
     uint64_t slot_row_bytes; /* max_tokens * entries_per_token * row_bytes */
     uint64_t slot_sf_elems;  /* scale packs per slot, room for the column-major padding */
     engram_segment_t *shard;
-    engram_region_t *shard_region;
+    engram_region_t *shard_region; /* the shard as the transport reads it (GPU tables: a host mirror) */
     engram_segment_t *recv;
-    engram_region_t *recv_region;
+    engram_region_t *recv_region;  /* where gets land (GPU tables: the host staging) */
     uint32_t *scales; /* replicated global scales, [total_entries][scale_packs] */
     uint32_t *sf_recv;
     bool written;
@@ -64,6 +64,25 @@ struct engram_table {
 void engram_table_fill_shape(engram_table_t *t);
 engram_status_t engram_table_alloc_slots(engram_table_t *t);
 void engram_table_free_slots(engram_table_t *t);
+
+/* The fetch steps shared by the host fetch (fetch.c) and the GPU fetch's
+ * rows owned by other nodes (engram/gpu), so both issue and complete gets
+ * the same way. */
+/* Takes a free slot for a fetch on queues [first_queue, first_queue +
+ * num_queues) and resets its flush state; NULL when all are in flight. */
+engram_fetch_t *engram_fetch_begin(engram_table_t *t, int first_queue, int num_queues, uint32_t num_tokens,
+                                   unsigned flags);
+/* The queue `token` issues on: contiguous token ranges per queue. */
+int engram_fetch_queue(const engram_fetch_t *f, uint32_t token);
+/* One row's get from t->shard_region (as routed) into dst at dst_off, with
+ * the flush policy of routing.h. */
+engram_status_t engram_fetch_get_row(engram_fetch_t *f, int queue, const engram_route_t *r, engram_region_t *dst,
+                                     uint64_t dst_off);
+/* Flushes each (queue, peer) that got gets; returns the first error. */
+engram_status_t engram_fetch_flush(engram_fetch_t *f);
+/* Tests the flush requests, dropping completed ones: ENGRAM_INPROGRESS
+ * while any remain, then f->status (the first error, sticky). */
+engram_status_t engram_fetch_test_flushes(engram_fetch_t *f);
 
 /* Whether gets complete only while owners call ops->progress. */
 bool engram_context_needs_progress(const engram_context_t *ctx);

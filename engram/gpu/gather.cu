@@ -1,5 +1,7 @@
 // The GPU fetch: route every row with engram/routing.h (the host path's own
-// header) and copy it straight out of the mapped shards. Each thread keeps
+// header) and copy it straight out of the mapped shards of this node; rows
+// owned by other nodes are left for the host transport's staged copy, which
+// scatter_rows places afterwards on the same stream. Each thread keeps
 // UNROLL independent vector loads in flight before its first store, so a few
 // SMs hide the latency of reads across PCIe or NVLink.
 #include <cuda_runtime.h>
@@ -33,6 +35,7 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
     V *out = reinterpret_cast<V *>(a.rows);
     for (uint64_t base = tid; base < total; base += nthreads * kUnroll) {
         V v[kUnroll];
+        unsigned other_node = 0; // rows the host transport places: not stored here
 #pragma unroll
         for (int u = 0; u < kUnroll; u++) {
             const uint64_t c = base + u * nthreads;
@@ -43,8 +46,13 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
             const uint32_t j = (uint32_t)(c - (uint64_t)row * vpr);
             engram_route_t r;
             if (engram_route_index(&a.shape, a.indices[row], &r)) {
-                const char *src = a.span + (uint64_t)(r.peer - a.first_peer) * a.peer_stride + r.src_off;
-                v[u] = load_row_vec(reinterpret_cast<const V *>(src) + j);
+                const uint32_t lp = r.peer - a.first_peer;
+                if (lp < a.local_peers) {
+                    const char *src = a.span + (uint64_t)lp * a.peer_stride + r.src_off;
+                    v[u] = load_row_vec(reinterpret_cast<const V *>(src) + j);
+                } else {
+                    other_node |= 1u << u;
+                }
             } else if (j == 0) {
                 atomicAdd(&bad_count, 1ull);
                 atomicMin(&bad_first, (unsigned long long)row);
@@ -53,7 +61,7 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
 #pragma unroll
         for (int u = 0; u < kUnroll; u++) {
             const uint64_t c = base + u * nthreads;
-            if (c < total)
+            if (c < total && !(other_node & (1u << u)))
                 out[c] = v[u];
         }
     }
@@ -79,12 +87,33 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
     }
 }
 
+// Staged rows from other nodes to their receive rows; one vector per thread
+// per step (these rows are the minority that crossed the host transport).
 template <typename V>
-cudaError_t launch(const engram_gpu_gather_args_t *a, int blocks, cudaStream_t s)
+__global__ void __launch_bounds__(kThreads, 1)
+    scatter_rows(const V *staged, const uint32_t *dst_row, uint32_t count, uint32_t vpr, V *rows)
 {
-    const uint32_t vpr = a->row_bytes / sizeof(V);
-    gather_rows<V><<<blocks, kThreads, 0, s>>>(*a, engram_route_log2(vpr));
-    return cudaGetLastError();
+    const uint64_t total = (uint64_t)count * vpr;
+    const uint64_t nthreads = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t c = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; c < total; c += nthreads) {
+        const uint32_t k = (uint32_t)(c / vpr), j = (uint32_t)(c - (uint64_t)k * vpr);
+        rows[(uint64_t)dst_row[k] * vpr + j] = staged[c];
+    }
+}
+
+// Calls launch(V{}) with the widest vector that divides a row: shard rows sit
+// at a 32-byte stride, received and staged rows at multiples of row_bytes,
+// so every row start is aligned to it.
+template <typename F>
+cudaError_t by_vector(uint32_t row_bytes, F launch)
+{
+    if (row_bytes % 16 == 0)
+        return launch(uint4{});
+    if (row_bytes % 8 == 0)
+        return launch(uint2{});
+    if (row_bytes % 4 == 0)
+        return launch(0u);
+    return launch((unsigned char)0);
 }
 
 }  // namespace
@@ -92,13 +121,22 @@ cudaError_t launch(const engram_gpu_gather_args_t *a, int blocks, cudaStream_t s
 extern "C" int engram_gpu_gather_launch(const engram_gpu_gather_args_t *a, int blocks, void *stream)
 {
     cudaStream_t s = static_cast<cudaStream_t>(stream);
-    // The widest vector that divides a row: shard rows sit at a 32-byte
-    // stride and received rows at multiples of row_bytes, so it is aligned.
-    if (a->row_bytes % 16 == 0)
-        return launch<uint4>(a, blocks, s);
-    if (a->row_bytes % 8 == 0)
-        return launch<uint2>(a, blocks, s);
-    if (a->row_bytes % 4 == 0)
-        return launch<unsigned int>(a, blocks, s);
-    return launch<unsigned char>(a, blocks, s);
+    return by_vector(a->row_bytes, [&](auto v) {
+        using V = decltype(v);
+        const uint32_t vpr = a->row_bytes / sizeof(V);
+        gather_rows<V><<<blocks, kThreads, 0, s>>>(*a, engram_route_log2(vpr));
+        return cudaGetLastError();
+    });
+}
+
+extern "C" int engram_gpu_scatter_launch(const char *staged, const uint32_t *dst_row, uint32_t count,
+                                         uint32_t row_bytes, char *rows, int blocks, void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    return by_vector(row_bytes, [&](auto v) {
+        using V = decltype(v);
+        scatter_rows<V><<<blocks, kThreads, 0, s>>>(reinterpret_cast<const V *>(staged), dst_row, count,
+                                                    row_bytes / (uint32_t)sizeof(V), reinterpret_cast<V *>(rows));
+        return cudaGetLastError();
+    });
 }

@@ -23,6 +23,7 @@ typedef struct engram_gpu_gather_args {
     const char *span;       /* this node's shards, back to back at shape.rank_stride */
     uint64_t peer_stride;   /* span bytes per routed peer: rank_stride (direct), 0 (hybrid: in src_off) */
     uint32_t first_peer;    /* routed peer of the span's first shard */
+    uint32_t local_peers;   /* routed peers in the span; rows of the others are left to the host transport */
     char *rows;             /* device, [num_rows][row_bytes] */
     uint32_t row_bytes;
     uint32_t num_rows; /* num_tokens * entries_per_token */
@@ -38,6 +39,12 @@ typedef struct engram_gpu_gather_args {
 /* Launches `blocks` blocks (one per SM) on `stream` (a cudaStream_t);
  * returns the launch's cudaError_t. */
 int engram_gpu_gather_launch(const engram_gpu_gather_args_t *a, int blocks, void *stream);
+
+/* Rows staged back to back in host memory (mapped for the GPU) are placed
+ * at their receive rows: rows[dst_row[k]] = staged[k] for k < count.
+ * Returns the launch's cudaError_t. */
+int engram_gpu_scatter_launch(const char *staged, const uint32_t *dst_row, uint32_t count, uint32_t row_bytes,
+                              char *rows, int blocks, void *stream);
 
 #ifdef __cplusplus
 }

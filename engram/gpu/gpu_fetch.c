@@ -1,7 +1,8 @@
 /* GPU fetch: one kernel launch on the caller's stream and an event behind
- * it; test/wait poll the event and fold the blocks' bad-index tallies. */
-#include <stdatomic.h>
-
+ * it; test/wait poll the event and fold the blocks' bad-index tallies. On
+ * more than one node, rows of other nodes come through the host transport
+ * (gpu_remote.h) and the event moves behind their scatter. */
+#include "engram/gpu/gpu_remote.h"
 #include "engram/gpu/gpu_state.h"
 #include "engram/gpu/gpu_table.h"
 #include "hal/log.h"
@@ -24,28 +25,24 @@ static engram_status_t check_args(const engram_table_t *t, const int64_t *indice
     return ENGRAM_OK;
 }
 
-static engram_fetch_t *take_slot(engram_table_t *t)
-{
-    for (int s = 0; s < t->num_slots; s++) {
-        bool free_slot = false;
-        if (atomic_compare_exchange_strong(&t->slots[s].in_use, &free_slot, true))
-            return &t->slots[s];
-    }
-    return NULL;
-}
-
 static engram_status_t launch(engram_fetch_t *f, engram_gpu_table_t *g, int slot, const int64_t *indices,
                               void *stream)
 {
     const engram_table_t *t = f->table;
     cudaError_t ce = cudaSuccess;
     if (f->num_tokens > 0) {
+        if (g->remote != NULL) {
+            engram_status_t st = engram_gpu_remote_copy_indices(f, slot, indices, stream);
+            if (st != ENGRAM_OK)
+                return st;
+        }
         engram_gpu_gather_args_t a = {
             .shape = t->shape,
             .indices = indices,
             .span = g->base + g->recv_bytes,
             .peer_stride = g->peer_stride,
             .first_peer = g->first_peer,
+            .local_peers = g->local_peers,
             .rows = f->rows,
             .row_bytes = t->params.row_bytes,
             .num_rows = f->num_tokens * t->params.entries_per_token,
@@ -80,20 +77,16 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
     engram_status_t st = check_args(t, indices, num_tokens, flags);
     if (st != ENGRAM_OK)
         return st;
-    engram_fetch_t *f = take_slot(t);
+    engram_fetch_t *f = engram_fetch_begin(t, 0, t->ctx->num_queues, num_tokens, flags);
     if (f == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_fetch_on_stream: all %d receive slots are in flight "
                                              "(fetch_slots); wait and release one first", t->num_slots);
     engram_gpu_table_t *g = t->gpu;
     int slot = (int)(f - t->slots);
-    f->completed = false;
-    f->num_tokens = num_tokens;
-    f->flags = flags;
-    f->num_reqs = 0;
-    f->bad_count = 0;
-    t->fetches_in_flight++;
     f->status = launch(f, g, slot, indices, stream);
     f->completed = f->status != ENGRAM_OK; /* nothing in flight after a failed launch */
+    if (!f->completed && g->remote != NULL)
+        f->status = engram_gpu_remote_issue(f, slot);
     *out = f;
     return ENGRAM_OK;
 }
@@ -105,6 +98,8 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_t *f)
     engram_table_t *t = f->table;
     engram_gpu_table_t *g = t->gpu;
     int slot = (int)(f - t->slots);
+    if (g->remote != NULL && engram_gpu_remote_test(f, slot) == ENGRAM_INPROGRESS)
+        return ENGRAM_INPROGRESS;
     cudaError_t ce = cudaEventQuery(g->done[slot]);
     if (ce == cudaErrorNotReady)
         return ENGRAM_INPROGRESS;
@@ -124,6 +119,5 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_t *f)
         f->first_bad_token = (uint32_t)(first / t->params.entries_per_token);
         f->first_bad_entry = (uint32_t)(first % t->params.entries_per_token);
     }
-    f->status = ENGRAM_OK;
-    return ENGRAM_OK;
+    return f->status;
 }

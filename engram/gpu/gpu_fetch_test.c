@@ -1,8 +1,10 @@
 /* GPU fetch (recv=CUDA), bit for bit against the host reference: 1 rank and
- * 4 ranks sharing one GPU as one node, direct and hybrid, bf16 and
- * fp8+scales in both layouts, odd row sizes, shards in host-NUMA or device
- * memory, several fetches in flight, and bad indices zero-filled and
- * reported. Needs a GPU (tagged gpu). */
+ * 4 ranks sharing one GPU as one node, then 4 ranks as 2 emulated nodes x 2
+ * (rows of the other node through the host transport: loopback, and ucx
+ * over posix and tcp), direct and hybrid, bf16 and fp8+scales in both
+ * layouts, odd row sizes, shards in host-NUMA or device memory, several
+ * fetches in flight, and bad indices zero-filled and reported. Needs a GPU
+ * (tagged gpu). */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +18,11 @@
 #define CUDA_CHECK(expr) CHECK((expr) == cudaSuccess)
 
 typedef struct scenario {
+    int ranks, local; /* local < ranks: emulated nodes */
     bool hybrid;
     const char *gpu_table;
+    const char *transport;
+    const char *ucx_tls; /* UCX_TLS for transport=ucx */
 } scenario_t;
 
 /* The bad-index report of the last fetch finish() waited for. */
@@ -126,6 +131,8 @@ static int rank_main(engram_group_t *g, void *arg)
     CUDA_CHECK(cudaGetDeviceCount(&devices));
     CUDA_CHECK(cudaSetDevice(engram_group_local_rank(g) % devices));
     setenv("ENGRAM_GPU_TABLE", sc->gpu_table, 1);
+    if (sc->ucx_tls)
+        setenv("UCX_TLS", sc->ucx_tls, 1);
     cudaStream_t s;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     static const struct { uint32_t row_bytes, packs; } dtypes[] = {{256, 0}, {256, 1}, {72, 3}, {30, 0}};
@@ -135,7 +142,8 @@ static int rank_main(engram_group_t *g, void *arg)
                                    .max_tokens = MAX_TOKENS, .scale_packs = dtypes[d].packs,
                                    .recv = ENGRAM_RECV_CUDA};
         harness_t h;
-        CHECK_OK(harness_open(&h, g, "loopback", sc->hybrid, &p));
+        CHECK_OK(harness_open(&h, g, sc->transport, sc->hybrid, &p));
+        CHECK(strcmp(engram_context_transport(h.ctx), sc->transport) == 0);
         engram_fetch_t *f;
         CHECK_STATUS(engram_fetch_on_stream(h.table, NULL, 0, 0, s, &f), ENGRAM_ERR_STATE);
         CHECK_OK(harness_write(&h));
@@ -156,15 +164,22 @@ static int rank_main(engram_group_t *g, void *arg)
 
 int main(void)
 {
-    static const struct { int ranks; bool hybrid; const char *gpu_table; } shapes[] = {
-        {1, false, "host_numa"}, {4, false, "host_numa"}, {4, true, "host_numa"},
-        {1, false, "device"},    {4, false, "device"},    {4, true, "device"}};
+    static const scenario_t shapes[] = {
+        {1, 1, false, "host_numa", "loopback", NULL}, {4, 4, false, "host_numa", "loopback", NULL},
+        {4, 4, true, "host_numa", "loopback", NULL},  {1, 1, false, "device", "loopback", NULL},
+        {4, 4, false, "device", "loopback", NULL},    {4, 4, true, "device", "loopback", NULL},
+        /* 2 emulated nodes x 2: the other node's rows through the host transport */
+        {4, 2, false, "host_numa", "loopback", NULL}, {4, 2, true, "host_numa", "loopback", NULL},
+        {4, 2, false, "device", "loopback", NULL},    {4, 2, false, "host_numa", "ucx", "posix,self"},
+        {4, 2, true, "host_numa", "ucx", "posix,self"}, {4, 2, true, "device", "ucx", "tcp,self"},
+        {4, 2, false, "host_numa", "ucx", "tcp,self"}};
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
-        scenario_t sc = {.hybrid = shapes[s].hybrid, .gpu_table = shapes[s].gpu_table};
+        const scenario_t *sc = &shapes[s];
         int codes[8];
-        engram_status_t st = engram_group_fork_run(shapes[s].ranks, shapes[s].ranks, rank_main, &sc, codes);
-        printf("gpu_fetch_test: %d ranks on one node, %s, table in %s: %s\n", shapes[s].ranks,
-               sc.hybrid ? "hybrid" : "direct", sc.gpu_table, st == ENGRAM_OK ? "ok" : "FAILED");
+        engram_status_t st = engram_group_fork_run(sc->ranks, sc->local, rank_main, (void *)sc, codes);
+        printf("gpu_fetch_test: %d ranks, %d per node, %s, table in %s, transport %s%s%s: %s\n", sc->ranks,
+               sc->local, sc->hybrid ? "hybrid" : "direct", sc->gpu_table, sc->transport,
+               sc->ucx_tls ? " UCX_TLS=" : "", sc->ucx_tls ? sc->ucx_tls : "", st == ENGRAM_OK ? "ok" : "FAILED");
         fflush(stdout);
         CHECK_OK(st);
     }

@@ -6,6 +6,8 @@
 #include "engram/gpu/gather.h"
 #include "engram/internal.h"
 
+typedef struct engram_gpu_remote engram_gpu_remote_t; /* gpu_remote.c */
+
 typedef struct engram_gpu_table {
     int device;
     int blocks;     /* the kernel's grid: gpu_sms, or every SM */
@@ -20,11 +22,13 @@ typedef struct engram_gpu_table {
     engram_segment_t **parts;     /* the span's mappings: [0] receive, [1 + i] local rank i's shard */
     int num_parts;
     uint32_t first_peer;          /* routed peer of the span's first shard */
+    uint32_t local_peers;         /* routed peers in the span: local ranks (direct) or 1 node (hybrid) */
     uint64_t peer_stride;
     uint32_t *scales;             /* GPU copy of the replicated scales */
     uint32_t *sf;                 /* GPU scale slots */
     engram_gpu_bad_t *bad;        /* host-mapped, [slots][blocks] */
-    cudaEvent_t *done;            /* [slots]: recorded after each fetch's kernel */
+    cudaEvent_t *done;            /* [slots]: recorded after each fetch's last GPU work */
+    engram_gpu_remote_t *remote;  /* rows owned by other nodes; NULL on a one-node group */
 } engram_gpu_table_t;
 
 #endif

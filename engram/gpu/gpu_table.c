@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engram/gpu/gpu_remote.h"
 #include "engram/gpu/gpu_state.h"
 #include "engram/gpu/gpu_table.h"
 #include "hal/log.h"
@@ -24,11 +25,11 @@ static size_t round_up(size_t v, size_t a)
 engram_status_t engram_gpu_table_check(const engram_context_t *ctx, const engram_table_params_t *p)
 {
     int size = engram_group_size(ctx->group), local = engram_group_local_size(ctx->group);
-    if (local != size)
+    if (local != size && !(ctx->caps.flags & ENGRAM_CAP_HOST_INITIATED))
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
-                            "recv=CUDA: rows owned by other nodes (%d ranks, %d per node) need the host transport "
-                            "into GPU memory, not implemented yet; run one node",
-                            size, local);
+                            "recv=CUDA on %d nodes: rows owned by other nodes come through the host transport, "
+                            "and transport %s posts no host-initiated gets",
+                            size / local, ctx->ops->name);
     if ((uint64_t)p->max_tokens * p->entries_per_token > UINT32_MAX)
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "recv=CUDA: max_tokens %u x entries_per_token %u exceed 2^32 rows",
                             p->max_tokens, p->entries_per_token);
@@ -137,6 +138,7 @@ static engram_status_t map_span(engram_table_t *t, engram_gpu_table_t *g, const 
         return st;
     bool hybrid = t->shape.hybrid != 0;
     g->first_peer = hybrid ? (uint32_t)(first / local) : (uint32_t)first;
+    g->local_peers = hybrid ? 1u : (uint32_t)local;
     g->peer_stride = hybrid ? 0 : t->shape.rank_stride;
     for (int s = 0; s < t->num_slots; s++) {
         t->slots[s].rows = g->base + (uint64_t)s * t->slot_row_bytes;
@@ -147,6 +149,7 @@ static engram_status_t map_span(engram_table_t *t, engram_gpu_table_t *g, const 
 
 static void free_gpu(engram_table_t *t, engram_gpu_table_t *g)
 {
+    engram_gpu_remote_destroy(t, g);
     for (int s = 0; g->done != NULL && s < t->num_slots; s++)
         if (g->done[s] != NULL)
             cudaEventDestroy(g->done[s]);
@@ -198,6 +201,9 @@ engram_status_t engram_gpu_table_create(engram_context_t *ctx, engram_table_t *t
                 close(fds[r]);
     }
     free(fds);
+    /* the same on every rank: the group's shape */
+    if (st == ENGRAM_OK && engram_group_local_size(ctx->group) < n)
+        st = engram_gpu_remote_create(t, g);
     if (st == ENGRAM_OK)
         return ENGRAM_OK;
 err_free:
@@ -219,7 +225,9 @@ engram_status_t engram_gpu_table_write(engram_table_t *t, const void *rows, cons
      * read the shard right after the closing agreement. */
     if (ce == cudaSuccess)
         ce = cudaDeviceSynchronize();
-    return ce == cudaSuccess ? ENGRAM_OK : cuda_error("writing the shard and scales", ce);
+    if (ce != cudaSuccess)
+        return cuda_error("writing the shard and scales", ce);
+    return g->remote != NULL ? engram_gpu_remote_write(t, rows) : ENGRAM_OK;
 }
 
 void engram_gpu_table_destroy(engram_table_t *t)

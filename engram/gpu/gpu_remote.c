@@ -1,0 +1,254 @@
+/* Rows owned by other nodes for GPU tables: host mirror and staging, the
+ * gets through the context's transport, the scatter onto the GPU slot
+ * (design in gpu_remote.h). */
+#include <stdlib.h>
+#include <time.h>
+
+#include "engram/gpu/gpu_remote.h"
+#include "hal/log.h"
+#include "memory/host_segment.h"
+
+typedef struct remote_slot {
+    void *stream;         /* the fetch's stream, for the scatter */
+    uint32_t staged;      /* rows of other nodes staged for this fetch */
+    bool scatter_pending; /* staged rows not yet queued for the scatter */
+} remote_slot_t;
+
+struct engram_gpu_remote {
+    engram_segment_t *mirror;  /* host copy of this rank's shard: what peers' transports read */
+    engram_segment_t *staging; /* [slots][max rows][row_bytes]: where the gets land */
+    bool staging_pinned;       /* cudaHostRegister'ed (mapped) */
+    const char *staging_dev;   /* the staging's address on the GPU */
+    int64_t *indices;          /* pinned [slots][max rows]: each fetch's indices, copied back */
+    uint32_t *dst_row;         /* pinned, mapped [slots][max rows]: receive row of each staged row */
+    const uint32_t *dst_row_dev;
+    cudaEvent_t *copied;       /* [slots]: the indices' copy is done */
+    remote_slot_t *slots;
+};
+
+static engram_status_t cuda_error(const char *what, cudaError_t ce)
+{
+    return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "GPU table, rows of other nodes: %s: %s", what,
+                        cudaGetErrorString(ce));
+}
+
+static uint64_t max_rows(const engram_table_t *t)
+{
+    return (uint64_t)t->params.max_tokens * t->params.entries_per_token;
+}
+
+static engram_status_t alloc_host(const engram_context_t *ctx, uint64_t bytes, engram_segment_t **out)
+{
+    engram_segment_params_t sp = {.size = sizeof(sp), .bytes = bytes, .numa_node = (int)ctx->cfg.numa_node,
+                                  .huge = ctx->cfg.huge_pages, .device = -1};
+    return engram_host_segment_ops.alloc(&sp, out);
+}
+
+static engram_status_t alloc_pinned(engram_table_t *t, engram_gpu_remote_t *r)
+{
+    uint64_t rows = max_rows(t) * (uint64_t)t->num_slots;
+    cudaError_t ce = cudaHostRegister(r->staging->addr, r->staging->size,
+                                      cudaHostRegisterMapped | cudaHostRegisterPortable);
+    if (ce != cudaSuccess)
+        return cuda_error("pinning the host staging", ce);
+    r->staging_pinned = true;
+    ce = cudaHostGetDevicePointer((void **)&r->staging_dev, r->staging->addr, 0);
+    if (ce == cudaSuccess)
+        ce = cudaHostAlloc((void **)&r->indices, rows * sizeof(*r->indices), cudaHostAllocDefault);
+    if (ce == cudaSuccess)
+        ce = cudaHostAlloc((void **)&r->dst_row, rows * sizeof(*r->dst_row), cudaHostAllocMapped);
+    if (ce == cudaSuccess)
+        ce = cudaHostGetDevicePointer((void **)&r->dst_row_dev, r->dst_row, 0);
+    if (ce != cudaSuccess)
+        return cuda_error("allocating the pinned index and row lists", ce);
+    r->copied = calloc((size_t)t->num_slots, sizeof(*r->copied));
+    r->slots = calloc((size_t)t->num_slots, sizeof(*r->slots));
+    if (r->copied == NULL || r->slots == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: out of memory for %d slots' staging state", t->num_slots);
+    for (int s = 0; s < t->num_slots; s++) {
+        ce = cudaEventCreateWithFlags(&r->copied[s], cudaEventDisableTiming);
+        if (ce != cudaSuccess)
+            return cuda_error("creating the index-copy events", ce);
+    }
+    return ENGRAM_OK;
+}
+
+static engram_status_t alloc_local(engram_table_t *t, engram_gpu_remote_t *r)
+{
+    const engram_context_t *ctx = t->ctx;
+    engram_status_t st = alloc_host(ctx, t->shard->size, &r->mirror);
+    if (st != ENGRAM_OK)
+        return st;
+    /* Node spans put the local shards at a stride of the registered size;
+     * routing uses the CUDA shard's (shape.rank_stride). */
+    if (r->mirror->size != t->shard->size)
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
+                            "GPU table: the shard's host mirror rounds to %zu bytes, the CUDA shard is %zu; "
+                            "try huge_pages=off",
+                            r->mirror->size, t->shard->size);
+    st = alloc_host(ctx, t->slot_row_bytes * (uint64_t)t->num_slots, &r->staging);
+    return st == ENGRAM_OK ? alloc_pinned(t, r) : st;
+}
+
+engram_status_t engram_gpu_remote_create(engram_table_t *t, engram_gpu_table_t *g)
+{
+    engram_context_t *ctx = t->ctx;
+    engram_gpu_remote_t *r = calloc(1, sizeof(*r));
+    g->remote = r;
+    engram_status_t st = r ? alloc_local(t, r) : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: staging state");
+    st = engram_agree(ctx->group, st);
+    if (st != ENGRAM_OK)
+        return st;
+    engram_reg_span_t span = t->shape.hybrid ? ENGRAM_REG_NODE_SPAN : ENGRAM_REG_RANK;
+    st = ctx->ops->reg_symmetric(ctx->transport, r->mirror, span, &t->shard_region);
+    if (st != ENGRAM_OK)
+        return st;
+    return engram_agree(ctx->group, ctx->ops->reg_local(ctx->transport, r->staging, &t->recv_region));
+}
+
+void engram_gpu_remote_destroy(engram_table_t *t, engram_gpu_table_t *g)
+{
+    engram_gpu_remote_t *r = g->remote;
+    engram_context_t *ctx = t->ctx;
+    if (r == NULL)
+        return;
+    if (t->recv_region)
+        ctx->ops->dereg(ctx->transport, t->recv_region);
+    if (t->shard_region)
+        ctx->ops->dereg(ctx->transport, t->shard_region);
+    t->recv_region = NULL;
+    t->shard_region = NULL;
+    for (int s = 0; r->copied != NULL && s < t->num_slots; s++)
+        if (r->copied[s] != NULL)
+            cudaEventDestroy(r->copied[s]);
+    free(r->copied);
+    free(r->slots);
+    cudaFreeHost(r->dst_row);
+    cudaFreeHost(r->indices);
+    if (r->staging_pinned)
+        cudaHostUnregister(r->staging->addr);
+    if (r->staging)
+        r->staging->ops->free(r->staging);
+    if (r->mirror)
+        r->mirror->ops->free(r->mirror);
+    free(r);
+    g->remote = NULL;
+}
+
+engram_status_t engram_gpu_remote_write(engram_table_t *t, const void *rows)
+{
+    engram_gpu_remote_t *r = ((engram_gpu_table_t *)t->gpu)->remote;
+    const engram_table_params_t *p = &t->params;
+    cudaError_t ce = cudaMemcpy2D(r->mirror->addr, t->shape.row_stride, rows, p->row_bytes, p->row_bytes,
+                                  p->entries_per_rank, cudaMemcpyHostToHost);
+    return ce == cudaSuccess ? ENGRAM_OK : cuda_error("writing the shard's host mirror", ce);
+}
+
+engram_status_t engram_gpu_remote_copy_indices(engram_fetch_t *f, int slot, const int64_t *indices, void *stream)
+{
+    engram_table_t *t = f->table;
+    engram_gpu_remote_t *r = ((engram_gpu_table_t *)t->gpu)->remote;
+    size_t bytes = (size_t)f->num_tokens * t->params.entries_per_token * sizeof(*indices);
+    r->slots[slot].stream = stream;
+    cudaError_t ce = cudaMemcpyAsync(r->indices + (uint64_t)slot * max_rows(t), indices, bytes,
+                                     cudaMemcpyDeviceToHost, (cudaStream_t)stream);
+    if (ce == cudaSuccess)
+        ce = cudaEventRecord(r->copied[slot], (cudaStream_t)stream);
+    return ce == cudaSuccess ? ENGRAM_OK : cuda_error("copying the indices back for routing", ce);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Polls the index copy, serving peers' gets meanwhile when the transport
+ * needs owner progress; bounded by timeout_ms. */
+static engram_status_t wait_copied(engram_context_t *ctx, cudaEvent_t ev)
+{
+    bool serve = engram_context_needs_progress(ctx);
+    int64_t deadline = now_ms() + ctx->cfg.timeout_ms;
+    for (unsigned spins = 0;; spins++) {
+        cudaError_t ce = cudaEventQuery(ev);
+        if (ce == cudaSuccess)
+            return ENGRAM_OK;
+        if (ce != cudaErrorNotReady)
+            return cuda_error("copying the indices back for routing", ce);
+        if (serve)
+            (void)ctx->ops->progress(ctx->transport);
+        if ((spins & 1023) == 1023 && now_ms() > deadline)
+            return ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT,
+                                "engram_fetch_on_stream: the stream's earlier work and the index copy took over %lld ms",
+                                (long long)ctx->cfg.timeout_ms);
+    }
+}
+
+/* One get per row of another node, into the slot's staging, compacted. */
+static engram_status_t issue_rows(engram_fetch_t *f, engram_gpu_table_t *g, int slot)
+{
+    engram_table_t *t = f->table;
+    engram_gpu_remote_t *r = g->remote;
+    const uint32_t ept = t->params.entries_per_token, row_bytes = t->params.row_bytes;
+    const int64_t *indices = r->indices + (uint64_t)slot * max_rows(t);
+    uint32_t *dst_row = r->dst_row + (uint64_t)slot * max_rows(t);
+    const uint64_t staging_base = (uint64_t)slot * t->slot_row_bytes;
+    uint32_t staged = 0;
+    engram_status_t st = ENGRAM_OK;
+    for (uint32_t tok = 0; st == ENGRAM_OK && tok < f->num_tokens; tok++) {
+        int queue = engram_fetch_queue(f, tok);
+        for (uint32_t e = 0; st == ENGRAM_OK && e < ept; e++) {
+            uint32_t row = tok * ept + e;
+            engram_route_t route;
+            /* bad indices and this node's rows are the kernel's */
+            if (!engram_route_index(&t->shape, indices[row], &route) ||
+                route.peer - g->first_peer < g->local_peers)
+                continue;
+            st = engram_fetch_get_row(f, queue, &route, t->recv_region, staging_base + (uint64_t)staged * row_bytes);
+            if (st == ENGRAM_OK)
+                dst_row[staged++] = row;
+        }
+    }
+    r->slots[slot].staged = staged;
+    return st;
+}
+
+engram_status_t engram_gpu_remote_issue(engram_fetch_t *f, int slot)
+{
+    engram_gpu_table_t *g = f->table->gpu;
+    remote_slot_t *rs = &g->remote->slots[slot];
+    rs->staged = 0;
+    rs->scatter_pending = false;
+    if (f->num_tokens == 0)
+        return ENGRAM_OK;
+    engram_status_t st = wait_copied(f->table->ctx, g->remote->copied[slot]);
+    if (st != ENGRAM_OK)
+        return st;
+    st = issue_rows(f, g, slot);
+    engram_status_t fst = engram_fetch_flush(f);
+    rs->scatter_pending = rs->staged > 0;
+    return st != ENGRAM_OK ? st : fst;
+}
+
+engram_status_t engram_gpu_remote_test(engram_fetch_t *f, int slot)
+{
+    engram_table_t *t = f->table;
+    engram_gpu_table_t *g = t->gpu;
+    engram_gpu_remote_t *r = g->remote;
+    remote_slot_t *rs = &r->slots[slot];
+    engram_status_t st = engram_fetch_test_flushes(f);
+    if (st == ENGRAM_INPROGRESS || !rs->scatter_pending)
+        return st;
+    rs->scatter_pending = false;
+    if (st != ENGRAM_OK)
+        return st; /* failed fetch: its staged rows are not placed */
+    cudaError_t ce = (cudaError_t)engram_gpu_scatter_launch(
+        r->staging_dev + (uint64_t)slot * t->slot_row_bytes, r->dst_row_dev + (uint64_t)slot * max_rows(t),
+        rs->staged, t->params.row_bytes, f->rows, g->blocks, rs->stream);
+    if (ce == cudaSuccess)
+        ce = cudaEventRecord(g->done[slot], (cudaStream_t)rs->stream);
+    if (ce != cudaSuccess)
+        f->status = cuda_error("placing the rows of other nodes", ce);
+    return f->status;
+}
