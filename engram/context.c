@@ -59,6 +59,29 @@ static void serve_peers(void *arg)
     (void)ctx->ops->progress(ctx->transport);
 }
 
+/* Steps 2 and 3. With transport=auto a backend that fails to open is
+ * passed over (logged) and the next one tried; open is collective and a
+ * transport returns the same status on every rank, so all ranks fall
+ * through together. */
+static engram_status_t select_and_open(engram_context_t *ctx)
+{
+    enum { MAX_TRIES = 16 };
+    const engram_transport_ops_t *failed[MAX_TRIES];
+    bool fall_through = strcmp(ctx->cfg.transport, "auto") == 0;
+    for (int tries = 0;; tries++) {
+        engram_status_t st = engram_registry_select_excluding(ctx->group, &ctx->cfg, failed, tries, &ctx->ops);
+        st = engram_agree(ctx->group, st);
+        if (st != ENGRAM_OK)
+            return st;
+        st = ctx->ops->open(ctx->group, &ctx->cfg, &ctx->transport);
+        if (st == ENGRAM_OK || !fall_through || tries + 1 == MAX_TRIES)
+            return st;
+        ENGRAM_WARN("transport=auto: %s failed to open (%s); trying the next backend", ctx->ops->name,
+                    engram_status_str(st));
+        failed[tries] = ctx->ops;
+    }
+}
+
 engram_status_t engram_context_create(const engram_config_t *cfg, engram_group_t *group, engram_context_t **out)
 {
     if (group == NULL || out == NULL)
@@ -73,12 +96,7 @@ engram_status_t engram_context_create(const engram_config_t *cfg, engram_group_t
     ctx->group = group;
     engram_group_set_timeout(group, (int)ctx->cfg.timeout_ms);
 
-    st = engram_registry_select(group, &ctx->cfg, &ctx->ops);
-    st = engram_agree(group, st);
-    if (st != ENGRAM_OK)
-        goto err_free_ctx;
-    /* open is collective; a transport returns the same status on every rank */
-    st = ctx->ops->open(group, &ctx->cfg, &ctx->transport);
+    st = select_and_open(ctx);
     if (st != ENGRAM_OK)
         goto err_free_ctx;
     ctx->ops->caps(ctx->transport, &ctx->caps);

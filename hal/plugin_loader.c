@@ -6,10 +6,12 @@
  * the process, and nothing counts those users, so it stays mapped until the
  * process exits. Only a refused plugin, whose ops were never handed out, is
  * closed again. */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -26,7 +28,7 @@
 /* Plugin names become file names: no '/', no "..", nothing a shell quotes. */
 static bool name_is_valid(const char *name)
 {
-    if (name[0] == '\0' || strlen(name) > 64)
+    if (name[0] == '\0' || strlen(name) > ENGRAM_PLUGIN_NAME_MAX)
         return false;
     for (const char *c = name; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
@@ -163,4 +165,45 @@ engram_status_t engram_registry_load_plugin(const char *name, const char *plugin
                         "transport '%s' not found: not a built-in (known backends: %s) and no "
                         "libengram_transport_%s.so in plugin_path directories %s",
                         name, known, name, plugin_path);
+}
+
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+int engram_registry_plugin_names(const char *plugin_path, char (*names)[ENGRAM_PLUGIN_NAME_MAX + 1], int max)
+{
+    static const char prefix[] = "libengram_transport_", suffix[] = ".so";
+    if (plugin_path == NULL || plugin_path_check(plugin_path) != ENGRAM_OK)
+        return 0;
+    int n = 0;
+    const char *rest = path_begin(plugin_path), *entry;
+    size_t len;
+    while (path_next(&rest, &entry, &len) && n < max) {
+        char dir[PATH_MAX];
+        if (len >= sizeof(dir))
+            continue;
+        memcpy(dir, entry, len);
+        dir[len] = '\0';
+        DIR *d = opendir(dir);
+        if (d == NULL)
+            continue;
+        for (struct dirent *e; n < max && (e = readdir(d)) != NULL;) {
+            size_t l = strlen(e->d_name);
+            if (l <= sizeof(prefix) - 1 + sizeof(suffix) - 1 || strncmp(e->d_name, prefix, sizeof(prefix) - 1) != 0 ||
+                strcmp(e->d_name + l - (sizeof(suffix) - 1), suffix) != 0)
+                continue;
+            size_t name_len = l - (sizeof(prefix) - 1) - (sizeof(suffix) - 1);
+            if (name_len > ENGRAM_PLUGIN_NAME_MAX)
+                continue;
+            memcpy(names[n], e->d_name + sizeof(prefix) - 1, name_len);
+            names[n][name_len] = '\0';
+            if (name_is_valid(names[n]))
+                n++;
+        }
+        closedir(d);
+    }
+    qsort(names, (size_t)n, sizeof(names[0]), compare_names);
+    return n;
 }

@@ -47,11 +47,61 @@ static const char *builtin_unusable(const engram_builtin_t *b, engram_group_t *g
     return NULL;
 }
 
-static engram_status_t select_auto(engram_group_t *group, const engram_transport_ops_t **out)
+static bool skipped(const engram_transport_ops_t *ops, const engram_transport_ops_t *const *skip, int nskip)
+{
+    for (int i = 0; i < nskip; i++)
+        if (skip[i] == ops)
+            return true;
+    return false;
+}
+
+/* Appends "name: why" to the passed-over list. */
+static void passed_over(char *passed, size_t cap, size_t *used, const char *name, const char *why)
+{
+    if (*used < cap)
+        *used += (size_t)snprintf(passed + *used, cap - *used, "%s%s: %s", *used ? ", " : "", name, why);
+}
+
+/* Plugins on plugin_path, by name: the first that loads, is available and
+ * is not skipped; refusals are passed over with their reason. */
+static const engram_transport_ops_t *auto_plugin(engram_group_t *group, const char *plugin_path,
+                                                 const engram_transport_ops_t *const *skip, int nskip, char *passed,
+                                                 size_t cap, size_t *used)
+{
+    char names[MAX_BUILTINS][ENGRAM_PLUGIN_NAME_MAX + 1];
+    int n = engram_registry_plugin_names(plugin_path, names, MAX_BUILTINS);
+    for (int i = 0; i < n; i++) {
+        const engram_transport_ops_t *ops = NULL;
+        const char *why = NULL;
+        if (engram_registry_load_plugin(names[i], plugin_path, &ops) != ENGRAM_OK)
+            why = engram_last_error();
+        else if (skipped(ops, skip, nskip))
+            why = "failed to open";
+        else if (!ops->available(group, &why))
+            why = why ? why : "not available (no reason given)";
+        else
+            return ops;
+        passed_over(passed, cap, used, names[i], why);
+    }
+    return NULL;
+}
+
+static engram_status_t select_auto(engram_group_t *group, const struct engram_config *cfg,
+                                   const engram_transport_ops_t *const *skip, int nskip,
+                                   const engram_transport_ops_t **out)
 {
     if (engram_builtin_count > MAX_BUILTINS)
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "transport=auto: %d built-ins exceed the %d it orders",
                             engram_builtin_count, MAX_BUILTINS);
+    char passed[2048] = "";
+    size_t used = 0;
+    const engram_transport_ops_t *plugin =
+        auto_plugin(group, cfg->plugin_path, skip, nskip, passed, sizeof(passed), &used);
+    if (plugin != NULL) {
+        ENGRAM_INFO("transport=auto chose plugin %s%s%s", plugin->name, used ? "; passed over " : "", passed);
+        *out = plugin;
+        return ENGRAM_OK;
+    }
     /* Insertion sort by priority, stable so equal priorities keep table order
      * (the same order on every rank: available() may be collective). */
     const engram_builtin_t *order[MAX_BUILTINS];
@@ -61,18 +111,15 @@ static engram_status_t select_auto(engram_group_t *group, const engram_transport
             order[j] = order[j - 1];
         order[j] = &engram_builtins[i];
     }
-    char passed[1024] = "";
-    size_t used = 0;
     for (int i = 0; i < engram_builtin_count; i++) {
-        const char *why = builtin_unusable(order[i], group);
+        const char *why = order[i]->ops && skipped(order[i]->ops, skip, nskip) ? "failed to open"
+                                                                               : builtin_unusable(order[i], group);
         if (why == NULL) {
             ENGRAM_INFO("transport=auto chose %s%s%s", order[i]->name, used ? "; passed over " : "", passed);
             *out = order[i]->ops;
             return ENGRAM_OK;
         }
-        if (used < sizeof(passed))
-            used += (size_t)snprintf(passed + used, sizeof(passed) - used, "%s%s: %s", used ? ", " : "",
-                                     order[i]->name, why);
+        passed_over(passed, sizeof(passed), &used, order[i]->name, why);
     }
     return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "transport=auto found no usable backend: %s",
                         used ? passed : "no built-ins in this build");
@@ -96,11 +143,18 @@ static engram_status_t select_plugin(engram_group_t *group, const char *name, co
 engram_status_t engram_registry_select(engram_group_t *group, const struct engram_config *cfg,
                                        const engram_transport_ops_t **out)
 {
+    return engram_registry_select_excluding(group, cfg, NULL, 0, out);
+}
+
+engram_status_t engram_registry_select_excluding(engram_group_t *group, const struct engram_config *cfg,
+                                                 const engram_transport_ops_t *const *skip, int nskip,
+                                                 const engram_transport_ops_t **out)
+{
     if (cfg == NULL || out == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_registry_select: NULL %s", cfg == NULL ? "config" : "out");
     const char *name = cfg->transport;
     if (strcmp(name, "auto") == 0)
-        return select_auto(group, out);
+        return select_auto(group, cfg, skip, nskip, out);
     const engram_builtin_t *b = builtin_find(name);
     if (b == NULL)
         return select_plugin(group, name, cfg->plugin_path, out);

@@ -33,6 +33,21 @@ typedef struct engram_builtin {
 engram_status_t engram_registry_select(engram_group_t *group, const struct engram_config *cfg,
                                        const engram_transport_ops_t **out);
 
+/* As engram_registry_select, but transport=auto passes over the ops in
+ * skip[0..nskip) (backends that already failed to open), so the caller can
+ * fall through to the next one. auto tries the plugins found on plugin_path
+ * first (a user installed them on purpose), by name, then the built-ins by
+ * priority. */
+engram_status_t engram_registry_select_excluding(engram_group_t *group, const struct engram_config *cfg,
+                                                 const engram_transport_ops_t *const *skip, int nskip,
+                                                 const engram_transport_ops_t **out);
+
+/* Plugin names found on plugin_path (files libengram_transport_<name>.so),
+ * sorted, at most max; returns how many. Unreadable directories and
+ * malformed names are skipped. */
+#define ENGRAM_PLUGIN_NAME_MAX 64
+int engram_registry_plugin_names(const char *plugin_path, char (*names)[ENGRAM_PLUGIN_NAME_MAX + 1], int max);
+
 /* Load libengram_transport_<name>.so from cfg->plugin_path. */
 engram_status_t engram_registry_load_plugin(const char *name, const char *plugin_path,
                                             const engram_transport_ops_t **out);
