@@ -238,7 +238,9 @@ static engram_status_t host_import_fd(int fd, size_t bytes, bool read_only, void
     if (hs == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "host segment import: out of memory for the descriptor");
     int prot = read_only ? PROT_READ : PROT_READ | PROT_WRITE;
-    int flags = MAP_SHARED | (fixed_addr != NULL ? MAP_FIXED : 0);
+    /* Populated up front, as a NIC's memory registration maps every page:
+     * a get must not take a page fault on the fetch path. */
+    int flags = MAP_SHARED | MAP_POPULATE | (fixed_addr != NULL ? MAP_FIXED : 0);
     void *addr = mmap(fixed_addr, size, prot, flags, fd, 0);
     if (addr == MAP_FAILED) {
         st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "host segment import: mapping %zu bytes of fd %d at %p failed: %s",
