@@ -23,7 +23,7 @@ static void make_indices(engram_group_t *g, uint64_t epr, bench_dist_t dist, uin
 {
     bench_case_t c = {.ranks = engram_group_size(g), .entries_per_rank = epr, .tokens = tokens,
                       .entries_per_token = EPT, .dist = dist, .seed = seed};
-    bench_make_indices(&c, engram_group_rank(g), out);
+    bench_make_indices(&c, engram_group_rank(g), 0, out);
 }
 
 /* Every rank fetches the first and last entry of every rank. */

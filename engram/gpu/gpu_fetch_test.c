@@ -125,7 +125,7 @@ static void make_indices(harness_t *h, uint32_t tokens, uint64_t seed, int64_t *
 {
     bench_case_t c = {.ranks = engram_group_size(h->g), .entries_per_rank = h->params.entries_per_rank,
                       .tokens = tokens, .entries_per_token = EPT, .dist = BENCH_DIST_UNIFORM, .seed = seed};
-    bench_make_indices(&c, engram_group_rank(h->g), out);
+    bench_make_indices(&c, engram_group_rank(h->g), 0, out);
 }
 
 static void check_shapes(harness_t *h, cudaStream_t s, bool col)

@@ -42,8 +42,10 @@ typedef struct bench_result {
 void bench_fill_row(uint64_t global_idx, uint32_t row_bytes, uint8_t *row);
 uint32_t bench_scale(uint64_t global_idx, uint32_t pack);
 uint32_t bench_scale_packs(const bench_case_t *c);
-/* Indices for one rank's fetch: tokens * entries_per_token, all in range. */
-void bench_make_indices(const bench_case_t *c, int rank, int64_t *out);
+/* Indices for one rank's fetch number `step`: tokens * entries_per_token,
+ * all in range; a new set per step, as a model's decode steps look up new
+ * n-grams (so timed rows are not left in the caches by the step before). */
+void bench_make_indices(const bench_case_t *c, int rank, uint64_t step, int64_t *out);
 
 /* Runs the case on forked ranks; fills *res on success. */
 engram_status_t bench_run_case(const bench_case_t *c, bench_result_t *res);

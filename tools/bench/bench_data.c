@@ -32,11 +32,11 @@ uint32_t bench_scale_packs(const bench_case_t *c)
     return c->fp8 ? (c->row_bytes + 511) / 512 : 0;
 }
 
-void bench_make_indices(const bench_case_t *c, int rank, int64_t *out)
+void bench_make_indices(const bench_case_t *c, int rank, uint64_t step, int64_t *out)
 {
     uint64_t total = c->entries_per_rank * (uint64_t)c->ranks;
     uint64_t n = (uint64_t)c->tokens * c->entries_per_token;
-    uint64_t state = c->seed * 0x632be59bd9b4e019ull + (uint64_t)rank;
+    uint64_t state = splitmix64(c->seed * 0x632be59bd9b4e019ull + (uint64_t)rank * 0x10001ull + step);
     for (uint64_t i = 0; i < n; i++) {
         uint64_t h = splitmix64(state + i);
         uint64_t idx;

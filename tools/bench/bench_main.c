@@ -25,8 +25,8 @@ static void usage(FILE *out)
             "  --fp8                  fp8 rows with scales (row-major)\n"
             "  --sf-col-major         with --fp8: TMA-aligned column-major scales\n"
             "  --dist uniform|zipf    index distribution                  [uniform]\n"
-            "  --iters N              timed iterations                    [20]\n"
-            "  --warmup N             untimed iterations first            [3]\n"
+            "  --iters N              timed iterations, new indices each  [200]\n"
+            "  --warmup N             untimed iterations first            [20]\n"
             "  --concurrent           time all ranks at once (aggregate)\n"
             "  --sweep                every mode x dtype x dist combination\n"
             "  --seed N               index seed                          [1]\n"
@@ -136,7 +136,7 @@ static int run_one(const bench_opts_t *o, bench_case_t c, int idx, int count)
 int main(int argc, char **argv)
 {
     bench_opts_t o = {.base = {.ranks = 4, .entries_per_rank = 524288, .row_bytes = 256, .tokens = 512,
-                               .entries_per_token = 24, .iters = 20, .warmup = 3, .seed = 1}};
+                               .entries_per_token = 24, .iters = 200, .warmup = 20, .seed = 1}};
     parse(argc, argv, &o);
     bench_case_t cases[16];
     int n = 0;

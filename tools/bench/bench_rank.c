@@ -157,6 +157,7 @@ static engram_status_t time_fetches(rank_state_t *s, rank_times_t *out)
         st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "bench: cannot allocate timings");
     unsigned flags = c->sf_col_major ? ENGRAM_FETCH_SF_COL_MAJOR : 0;
     for (int i = -c->warmup; st == ENGRAM_OK && i < n; i++) {
+        bench_make_indices(c, engram_group_rank(s->g), (uint64_t)(i + c->warmup + 1), s->indices);
         engram_fetch_t *f;
         double t0 = now_us();
         st = engram_fetch(s->table, s->indices, c->tokens, flags, &f);
@@ -241,7 +242,7 @@ static int rank_main(engram_group_t *g, void *varg)
     if (st == ENGRAM_OK)
         st = write_and_gather(&s);
     if (st == ENGRAM_OK) {
-        bench_make_indices(c, engram_group_rank(g), s.indices);
+        bench_make_indices(c, engram_group_rank(g), 0, s.indices);
         mine.check_ok = check_fetch(&s);
         snprintf(mine.transport, sizeof(mine.transport), "%s", engram_context_transport(s.ctx));
         st = time_ranks(&s, &mine);

@@ -140,7 +140,7 @@ static void run_sms(engram_group_t *g, int sms, const shape_t *shapes, int nshap
         for (int k = 0; k < sh->sets; k++) {
             bench_case_t c = {.ranks = 1, .entries_per_rank = EPR, .tokens = sh->tokens, .entries_per_token = EPT,
                               .dist = BENCH_DIST_UNIFORM, .seed = 1000 + (uint64_t)k};
-            bench_make_indices(&c, 0, k == 0 ? idx0 : idx);
+            bench_make_indices(&c, 0, 0, k == 0 ? idx0 : idx);
             CK(cudaMalloc((void **)&d_idx[k], n * sizeof(int64_t)));
             CK(cudaMemcpy(d_idx[k], k == 0 ? idx0 : idx, n * sizeof(int64_t), cudaMemcpyHostToDevice));
         }

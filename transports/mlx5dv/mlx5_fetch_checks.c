@@ -18,7 +18,7 @@ void mlx5_check_fetches(harness_t *h, uint64_t seed)
         bench_case_t c = {.ranks = engram_group_size(h->g), .entries_per_rank = h->params.entries_per_rank,
                           .tokens = MLX5_CHECK_TOKENS, .entries_per_token = MLX5_CHECK_EPT, .dist = (bench_dist_t)d,
                           .seed = seed + (uint64_t)d};
-        bench_make_indices(&c, engram_group_rank(h->g), idx);
+        bench_make_indices(&c, engram_group_rank(h->g), 0, idx);
         for (int col = 0; col <= (h->params.scale_packs ? 1 : 0); col++) {
             bool match = false;
             CHECK_OK(harness_fetch_check(h, idx, MLX5_CHECK_TOKENS, col, &match));
