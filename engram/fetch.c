@@ -88,18 +88,36 @@ static engram_status_t issue_rows(engram_fetch_t *f, const int64_t *indices)
             if (!engram_route_index(&t->shape, idx, &r)) {
                 note_bad(f, tok, e);
                 memset((char *)f->rows + row * row_bytes, 0, row_bytes);
-                if (f->sf)
-                    gather_scales(f, tok, e, NULL);
                 continue;
             }
             engram_status_t st = engram_fetch_get_row(f, queue, &r, t->recv_region, recv_base + row * row_bytes);
             if (st != ENGRAM_OK)
                 return st;
-            if (f->sf)
-                gather_scales(f, tok, e, t->scales + (uint64_t)idx * t->params.scale_packs);
         }
     }
     return ENGRAM_OK;
+}
+
+/* Scales come from the local replicated table, in a pass of their own
+ * after the gets are out: it overlaps the transfers, and a tight loop with
+ * prefetches keeps many of its cache misses in flight (interleaved with
+ * the issue loop, each miss stalled it). */
+static void gather_all_scales(engram_fetch_t *f, const int64_t *indices)
+{
+    enum { AHEAD = 16 };
+    const engram_table_t *t = f->table;
+    const uint32_t ept = t->params.entries_per_token, packs = t->params.scale_packs;
+    const uint64_t rows = (uint64_t)f->num_tokens * ept, total = t->shape.total_entries;
+    for (uint64_t row = 0; row < rows; row++) {
+        if (row + AHEAD < rows) {
+            int64_t next = indices[row + AHEAD];
+            if (next >= 0 && (uint64_t)next < total) /* bad indices never become addresses */
+                __builtin_prefetch(t->scales + (uint64_t)next * packs);
+        }
+        int64_t idx = indices[row];
+        bool bad = idx < 0 || (uint64_t)idx >= total;
+        gather_scales(f, (uint32_t)(row / ept), (uint32_t)(row % ept), bad ? NULL : t->scales + (uint64_t)idx * packs);
+    }
 }
 
 engram_status_t engram_fetch_flush(engram_fetch_t *f)
@@ -164,6 +182,8 @@ engram_status_t engram_fetch_on_queues(engram_table_t *t, int first_queue, int n
                                              "wait and release one first", t->num_slots);
     st = issue_rows(f, indices);
     engram_status_t fst = engram_fetch_flush(f);
+    if (f->sf)
+        gather_all_scales(f, indices);
     f->status = st != ENGRAM_OK ? st : fst;
     *out = f;
     return ENGRAM_OK;
