@@ -16,6 +16,7 @@
 #include "hal/config_keys.h"
 #include "memory/host_segment.h"
 #include "tests/check.h"
+#include "tests/transport_testing.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
 #define ENFORCE_RATIO 0
@@ -37,15 +38,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static engram_segment_t *segment_alloc(size_t bytes)
-{
-    engram_segment_params_t p = {.size = sizeof(p), .bytes = bytes, .numa_node = -1, .huge = ENGRAM_HUGE_AUTO,
-                                 .device = -1};
-    engram_segment_t *seg = NULL;
-    CHECK_OK(engram_host_segment_ops.alloc(&p, &seg));
-    return seg;
 }
 
 static double time_gets(engram_transport_t *t, engram_region_t *remote, engram_region_t *local, int peer,
@@ -78,8 +70,8 @@ static int rank_main(engram_group_t *g, void *arg)
     (void)arg;
     engram_transport_t *t;
     CHECK_OK(lb->open(g, NULL, &t));
-    engram_segment_t *table = segment_alloc((size_t)TABLE_ROWS * ROW);
-    engram_segment_t *dst = segment_alloc((size_t)ROWS_PER_FETCH * ROW);
+    engram_segment_t *table = testing_host_segment((size_t)TABLE_ROWS * ROW, ENGRAM_HUGE_AUTO);
+    engram_segment_t *dst = testing_host_segment((size_t)ROWS_PER_FETCH * ROW, ENGRAM_HUGE_AUTO);
     memset(table->addr, 0x3c, table->size);
     memset(dst->addr, 0, dst->size);
     engram_region_t *remote, *local;

@@ -10,6 +10,7 @@
 #include "hal/config_keys.h"
 #include "memory/host_segment.h"
 #include "tests/check.h"
+#include "tests/transport_testing.h"
 
 static const engram_transport_ops_t *lb = &engram_loopback_ops;
 
@@ -17,26 +18,12 @@ static const engram_transport_ops_t *lb = &engram_loopback_ops;
 #define DST_BYTES (64 * 1024)
 #define SENTINEL 0xee
 
-static unsigned char pattern(int rank, uint64_t off)
-{
-    return (unsigned char)(rank * 37 + off * 13 + (off >> 8));
-}
-
-static engram_segment_t *segment_alloc(size_t bytes)
-{
-    engram_segment_params_t p = {.size = sizeof(p), .bytes = bytes, .numa_node = -1, .huge = ENGRAM_HUGE_OFF,
-                                 .device = -1};
-    engram_segment_t *seg = NULL;
-    CHECK_OK(engram_host_segment_ops.alloc(&p, &seg));
-    return seg;
-}
-
 static engram_segment_t *patterned_segment(engram_group_t *g, size_t bytes)
 {
-    engram_segment_t *seg = segment_alloc(bytes);
+    engram_segment_t *seg = testing_host_segment(bytes, ENGRAM_HUGE_OFF);
     unsigned char *b = seg->addr;
     for (size_t i = 0; i < seg->size; i++)
-        b[i] = pattern(engram_group_rank(g), i);
+        b[i] = testing_pattern(engram_group_rank(g), i);
     return seg;
 }
 
@@ -55,7 +42,7 @@ static void fixture_open(fixture_t *f, engram_group_t *g, engram_reg_span_t span
     f->g = g;
     CHECK_OK(lb->open(g, NULL, &f->t));
     f->seg = patterned_segment(g, SEG_BYTES);
-    f->dst = segment_alloc(DST_BYTES);
+    f->dst = testing_host_segment(DST_BYTES, ENGRAM_HUGE_OFF);
     CHECK_OK(lb->reg_symmetric(f->t, f->seg, span, &f->remote));
     CHECK_OK(lb->reg_local(f->t, f->dst, &f->local));
 }
@@ -96,7 +83,7 @@ static int dst_untouched(fixture_t *f)
  * back to back (for ENGRAM_REG_RANK local_size is 1 and peer is the rank). */
 static unsigned char span_byte(int peer, int local_size, size_t seg_size, uint64_t off)
 {
-    return pattern(peer * local_size + (int)(off / seg_size), off % seg_size);
+    return testing_pattern(peer * local_size + (int)(off / seg_size), off % seg_size);
 }
 
 static void get_and_check(fixture_t *f, int queue, int peer, int local_size, uint64_t roff, uint64_t loff,
@@ -142,7 +129,7 @@ static int rank_main_rank_span(engram_group_t *g, void *arg)
         for (size_t r = 0; r < rows; r++)
             for (size_t i = 0; i < row; i++)
                 CHECK(((unsigned char *)f.dst->addr)[(peer * rows + r) * row + i] ==
-                      pattern(peer, (r * 5 % rows) * row + i));
+                      testing_pattern(peer, (r * 5 % rows) * row + i));
 
     /* More AGGREGATE gets than a queue holds, then one flush: all land. */
     dst_clear(&f);
@@ -153,7 +140,7 @@ static int rank_main_rank_span(engram_group_t *g, void *arg)
                          ENGRAM_GET_AGGREGATE));
     flush_and_wait(&f, 9, peer);
     for (size_t i = 0; i < f.dst->size; i++)
-        CHECK(((unsigned char *)f.dst->addr)[i] == pattern(peer, (i / small * 7 % (s / small)) * small + i % small));
+        CHECK(((unsigned char *)f.dst->addr)[i] == testing_pattern(peer, (i / small * 7 % (s / small)) * small + i % small));
 
     /* Zero-length gets are valid anywhere up to the end, and write nothing;
      * a flush on a peer that got nothing completes too. */
@@ -270,7 +257,7 @@ static int rank_main_size_mismatch(engram_group_t *g, void *arg)
     (void)arg;
     engram_transport_t *t;
     CHECK_OK(lb->open(g, NULL, &t));
-    engram_segment_t *seg = segment_alloc(engram_group_rank(g) == 2 ? 2 * SEG_BYTES : SEG_BYTES);
+    engram_segment_t *seg = testing_host_segment(engram_group_rank(g) == 2 ? 2 * SEG_BYTES : SEG_BYTES, ENGRAM_HUGE_OFF);
     for (int span = ENGRAM_REG_RANK; span <= ENGRAM_REG_NODE_SPAN; span++) {
         engram_region_t *r = NULL;
         CHECK_STATUS(lb->reg_symmetric(t, seg, (engram_reg_span_t)span, &r), ENGRAM_ERR_INVALID);

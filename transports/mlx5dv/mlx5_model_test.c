@@ -11,6 +11,7 @@
 #include "hal/config_keys.h"
 #include "memory/host_segment.h"
 #include "tests/check.h"
+#include "tests/transport_testing.h"
 #include "transports/mlx5dv/mlx5dv.h"
 #include "transports/mlx5dv/testing/mlx5_model.h"
 
@@ -19,20 +20,6 @@ static const engram_transport_ops_t *ops = &engram_mlx5dv_ops;
 #define SEG_BYTES (64 * 1024)
 #define DST_BYTES (256 * 1024)
 #define ROW 64
-
-static unsigned char pattern(int rank, uint64_t off)
-{
-    return (unsigned char)(rank * 37 + off * 13 + (off >> 8));
-}
-
-static engram_segment_t *segment_alloc(size_t bytes)
-{
-    engram_segment_params_t p = {.size = sizeof(p), .bytes = bytes, .numa_node = -1, .huge = ENGRAM_HUGE_OFF,
-                                 .device = -1};
-    engram_segment_t *seg = NULL;
-    CHECK_OK(engram_host_segment_ops.alloc(&p, &seg));
-    return seg;
-}
 
 typedef struct fixture {
     engram_group_t *g;
@@ -53,11 +40,11 @@ static void fixture_open(fixture_t *f, engram_group_t *g, bool hybrid, const cha
     CHECK_OK(engram_config_set(f->cfg, "mode", hybrid ? "hybrid" : "direct"));
     CHECK_OK(engram_config_set(f->cfg, "timeout_ms", timeout_ms));
     CHECK_OK(ops->open(g, f->cfg, &f->t));
-    f->seg = segment_alloc(SEG_BYTES);
+    f->seg = testing_host_segment(SEG_BYTES, ENGRAM_HUGE_OFF);
     unsigned char *b = f->seg->addr;
     for (size_t i = 0; i < f->seg->size; i++)
-        b[i] = pattern(engram_group_rank(g), i);
-    f->dst = segment_alloc(DST_BYTES);
+        b[i] = testing_pattern(engram_group_rank(g), i);
+    f->dst = testing_host_segment(DST_BYTES, ENGRAM_HUGE_OFF);
     CHECK_OK(ops->reg_symmetric(f->t, f->seg, hybrid ? ENGRAM_REG_NODE_SPAN : ENGRAM_REG_RANK, &f->remote));
     CHECK_OK(ops->reg_local(f->t, f->dst, &f->local));
 }
@@ -109,7 +96,7 @@ static void check_row(const fixture_t *f, uint64_t dst_off, int peer, uint64_t o
         int rank;
         uint64_t so;
         source_of(f, peer, off + i, &rank, &so);
-        CHECK(d[i] == pattern(rank, so));
+        CHECK(d[i] == testing_pattern(rank, so));
     }
 }
 
