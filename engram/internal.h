@@ -87,6 +87,12 @@ engram_status_t engram_fetch_test_flushes(engram_fetch_t *f);
 /* Whether gets complete only while owners call ops->progress. */
 bool engram_context_needs_progress(const engram_context_t *ctx);
 
+/* Bytes between stored rows: row_bytes rounded up to ENGRAM_ROW_ALIGN. */
+static inline uint64_t engram_row_stride(uint32_t row_bytes)
+{
+    return ((uint64_t)row_bytes + ENGRAM_ROW_ALIGN - 1) / ENGRAM_ROW_ALIGN * ENGRAM_ROW_ALIGN;
+}
+
 /* Collective: every rank contributes its status; returns OK only if all
  * ranks are OK, else this rank's own error or the first failing rank's
  * (logged with its rank). Waiting is bounded by the group's timeout. */

@@ -17,17 +17,12 @@
 #include "hal/log.h"
 #include "memory/host_segment.h"
 
-static uint64_t round_up(uint64_t v, uint64_t a)
-{
-    return (v + a - 1) / a * a;
-}
-
 engram_status_t engram_storage_size_hint(uint64_t entries_per_rank, uint32_t row_bytes, uint64_t max_rows_per_fetch,
                                          engram_storage_hint_t *out)
 {
     if (out == NULL || entries_per_rank == 0 || row_bytes == 0)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "storage_size_hint: entries_per_rank and row_bytes must be > 0");
-    uint64_t stride = round_up(row_bytes, ENGRAM_ROW_ALIGN);
+    uint64_t stride = engram_row_stride(row_bytes);
     if (entries_per_rank > UINT64_MAX / stride || max_rows_per_fetch > UINT64_MAX / stride)
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "storage_size_hint: %llu rows of %llu bytes overflow 64 bits",
                             (unsigned long long)entries_per_rank, (unsigned long long)stride);
@@ -101,7 +96,7 @@ void engram_table_fill_shape(engram_table_t *t)
     t->shape.entries_per_rank = t->params.entries_per_rank;
     t->shape.total_entries = t->params.entries_per_rank * (uint64_t)size;
     t->shape.rank_stride = t->shard->size;
-    t->shape.row_stride = round_up(t->params.row_bytes, ENGRAM_ROW_ALIGN);
+    t->shape.row_stride = engram_row_stride(t->params.row_bytes);
     t->shape.scaleup = hybrid ? (uint32_t)local : 1u;
     t->shape.hybrid = hybrid;
     t->shape.epr_log2 = engram_route_log2(t->params.entries_per_rank);
@@ -151,7 +146,7 @@ static engram_status_t alloc_local(engram_table_t *t)
 {
     const engram_config_t *cfg = &t->ctx->cfg;
     const engram_table_params_t *p = &t->params;
-    uint64_t stride = round_up(p->row_bytes, ENGRAM_ROW_ALIGN);
+    uint64_t stride = engram_row_stride(p->row_bytes);
     if (p->entries_per_rank > UINT64_MAX / stride)
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "table shard of %llu rows overflows 64 bits",
                             (unsigned long long)p->entries_per_rank);

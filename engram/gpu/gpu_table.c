@@ -91,7 +91,7 @@ static engram_status_t alloc_local(engram_table_t *t, engram_gpu_table_t *g)
     engram_status_t st = engram_cuda_granularity(g->device, &g->gran);
     if (st != ENGRAM_OK)
         return st;
-    uint64_t stride = (p->row_bytes + ENGRAM_ROW_ALIGN - 1) / ENGRAM_ROW_ALIGN * ENGRAM_ROW_ALIGN;
+    uint64_t stride = engram_row_stride(p->row_bytes);
     st = alloc_seg(shard_ops(ctx), g, p->entries_per_rank * stride, &t->shard);
     if (st != ENGRAM_OK)
         return st;
