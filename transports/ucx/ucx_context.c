@@ -115,6 +115,40 @@ static void queue_close_endpoints(engram_transport_t *t, ucx_queue_t *q)
     free(pending);
 }
 
+/* Endpoints closed, then the worker destroyed: nothing is served after. */
+static void queue_shutdown(engram_transport_t *t, ucx_queue_t *q)
+{
+    if (q->conns != NULL)
+        queue_close_endpoints(t, q);
+    /* Before the conns: gets a dead peer never answered are cancelled here,
+     * and their callbacks still name their conn. */
+    if (q->worker != NULL)
+        ucp_worker_destroy(q->worker);
+    q->worker = NULL;
+}
+
+/* UCP 1.13 serves an emulated get from the address in the request without
+ * looking at registrations, closed endpoints included, and cannot force a
+ * close without failure reports (shared memory): only a destroyed worker
+ * stops serving. Its keys and requests go first; closing its endpoints may
+ * still serve, while the memory is mapped. */
+void engram_ucx_quiesce(engram_transport_t *t, int failed_rank)
+{
+    if (t->quiesced_by >= 0)
+        return;
+    ENGRAM_WARN("ucx: rank %d failed, so peers may still have gets on their way to memory that is being "
+                "deregistered; every worker is destroyed first (this transport now fails gets and flushes)",
+                failed_rank);
+    t->quiesced_by = failed_rank;
+    engram_ucx_rkeys_destroy(t);
+    for (int i = 0; i < t->nqueues; i++) {
+        engram_ucx_queue_enter(&t->queues[i]);
+        engram_ucx_requests_cancel(t, &t->queues[i]);
+        queue_shutdown(t, &t->queues[i]);
+        engram_ucx_queue_leave(&t->queues[i]);
+    }
+}
+
 static void ucx_close(engram_transport_t *t)
 {
     if (t == NULL)
@@ -124,12 +158,7 @@ static void ucx_close(engram_transport_t *t)
         engram_ucx_dereg(t, t->regions);
     }
     for (int q = 0; q < t->nqueues; q++) {
-        if (t->queues[q].conns != NULL)
-            queue_close_endpoints(t, &t->queues[q]);
-        /* Before the conns: gets a dead peer never answered are cancelled
-         * here, and their callbacks still name their conn. */
-        if (t->queues[q].worker != NULL)
-            ucp_worker_destroy(t->queues[q].worker);
+        queue_shutdown(t, &t->queues[q]);
         free(t->queues[q].conns);
     }
     free(t->queues);
@@ -225,6 +254,7 @@ static engram_status_t ucx_open(engram_group_t *group, const struct engram_confi
     t->window = (unsigned)cfg->ucx_window;
     t->timeout_ns = (uint64_t)cfg->timeout_ms * 1000000u;
     t->nqueues = cfg->num_qps > 0 ? (int)cfg->num_qps : UCX_DEFAULT_QUEUES;
+    t->quiesced_by = -1;
 
     engram_status_t st;
     t->peer_dead = calloc((size_t)t->size, sizeof(*t->peer_dead));
@@ -311,7 +341,8 @@ void engram_ucx_serve_others(engram_transport_t *t, const ucx_queue_t *self)
         ucx_queue_t *q = &t->queues[i];
         if (q == self || __atomic_exchange_n(&q->busy, 1, __ATOMIC_ACQUIRE) != 0)
             continue;
-        ucp_worker_progress(q->worker);
+        if (q->worker != NULL)
+            ucp_worker_progress(q->worker);
         engram_ucx_queue_leave(q);
     }
 }
@@ -322,7 +353,8 @@ engram_status_t engram_ucx_progress(engram_transport_t *t)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx progress: transport must not be NULL");
     for (int i = 0; i < t->nqueues; i++) {
         engram_ucx_queue_enter(&t->queues[i]);
-        ucp_worker_progress(t->queues[i].worker);
+        if (t->queues[i].worker != NULL)
+            ucp_worker_progress(t->queues[i].worker);
         engram_ucx_queue_leave(&t->queues[i]);
     }
     return ENGRAM_OK;

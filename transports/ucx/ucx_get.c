@@ -90,6 +90,9 @@ static engram_status_t get_locked(engram_transport_t *t, int queue, int peer, en
         return ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx get: peer rank %d has failed", rank);
     if (len == 0)
         return ENGRAM_OK;
+    if (t->quiesced_by >= 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx get: every endpoint was closed after rank %d failed",
+                            t->quiesced_by);
     ucx_queue_t *q = &t->queues[queue];
     st = window_drain(t, q, t->window, queue);
     if (st != ENGRAM_OK)
@@ -127,10 +130,21 @@ static engram_status_t flush_locked(engram_transport_t *t, int queue, int peer, 
     if (r == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ucx flush: out of memory for a request");
     int rank = engram_ucx_peer_rank(t, t->span, peer);
-    r->conn = &t->queues[queue].conns[rank];
+    ucx_queue_t *q = &t->queues[queue];
+    r->conn = &q->conns[rank];
+    r->next = q->requests;
+    if (q->requests != NULL)
+        q->requests->prev = r;
+    q->requests = r;
     r->deadline_ns = engram_ucx_now_ns() + t->timeout_ns;
     r->next_check_ns = engram_ucx_now_ns() + PEER_CHECK_NS;
     r->result = ENGRAM_INPROGRESS;
+    if (t->quiesced_by >= 0) {
+        r->result = ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx flush: every endpoint was closed after rank %d failed",
+                                 t->quiesced_by);
+        *req = r;
+        return ENGRAM_OK;
+    }
     if (engram_ucx_peer_is_dead(t, rank)) {
         r->result = ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx flush: peer rank %d has failed", rank);
         *req = r;
@@ -156,6 +170,9 @@ static engram_status_t flush_result(engram_transport_t *t, ucx_conn_t *conn, ucs
     conn->get_error = UCS_OK;
     if (us == UCS_OK)
         return ENGRAM_OK;
+    if (t->quiesced_by >= 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx: gets from rank %d were cancelled: every endpoint was closed "
+                            "after rank %d failed", conn->rank, t->quiesced_by);
     if (engram_ucx_peer_is_dead(t, conn->rank))
         return ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx: peer rank %d failed before its gets completed (%s)", conn->rank,
                             ucs_status_string(us));
@@ -243,11 +260,29 @@ void engram_ucx_request_free(engram_transport_t *t, engram_request_t *req)
     (void)t;
     if (req == NULL)
         return;
+    ucx_queue_t *q = req->conn->queue;
+    engram_ucx_queue_enter(q);
+    if (req->prev != NULL)
+        req->prev->next = req->next;
+    else
+        q->requests = req->next;
+    if (req->next != NULL)
+        req->next->prev = req->prev;
     /* Still in flight: UCX completes it later and releases it itself. */
-    if (req->ucp_req != NULL) {
-        engram_ucx_queue_enter(req->conn->queue);
+    if (req->ucp_req != NULL)
         ucp_request_free(req->ucp_req);
-        engram_ucx_queue_leave(req->conn->queue);
-    }
+    engram_ucx_queue_leave(q);
     free(req);
+}
+
+void engram_ucx_requests_cancel(engram_transport_t *t, ucx_queue_t *q)
+{
+    (void)t;
+    for (engram_request_t *r = q->requests; r != NULL; r = r->next) {
+        if (r->ucp_req == NULL)
+            continue;
+        ucp_request_free(r->ucp_req); /* the worker's destruction ends it */
+        r->ucp_req = NULL;
+        r->result = ENGRAM_ERR_PEER;
+    }
 }

@@ -32,6 +32,7 @@ struct ucx_queue {
     ucp_worker_h worker;
     ucx_conn_t *conns; /* [size] */
     unsigned inflight; /* gets posted whose completion callback has not run */
+    engram_request_t *requests; /* flushes not yet freed by the caller */
 };
 
 struct engram_region {
@@ -63,9 +64,11 @@ struct engram_transport {
     bool err_mode_peer; /* endpoints report peer failure (not all UCX transports can) */
     engram_region_t *regions;
     bool target_progress; /* gets are served by the owner's CPU (AM-emulated RMA) */
+    int quiesced_by;      /* failed rank for which every worker was destroyed; -1: none */
 };
 
 struct engram_request {
+    engram_request_t *prev, *next; /* the queue's list */
     ucs_status_ptr_t ucp_req; /* the endpoint flush; NULL once finished */
     ucx_conn_t *conn;
     uint64_t deadline_ns;
@@ -92,6 +95,15 @@ engram_status_t engram_ucx_reg_symmetric(engram_transport_t *t, engram_segment_t
                                          engram_region_t **out);
 engram_status_t engram_ucx_reg_local(engram_transport_t *t, engram_segment_t *seg, engram_region_t **out);
 void engram_ucx_dereg(engram_transport_t *t, engram_region_t *region);
+/* Destroys every worker because `failed_rank` failed: peers' gets still
+ * on their way are then never served. Once only; gets and flushes then
+ * fail, requests still open end with ENGRAM_ERR_PEER. */
+void engram_ucx_quiesce(engram_transport_t *t, int failed_rank);
+void engram_ucx_rkeys_destroy(engram_transport_t *t);
+/* Ends the queue's open requests with ENGRAM_ERR_PEER (the queue held). */
+void engram_ucx_requests_cancel(engram_transport_t *t, ucx_queue_t *q);
+/* A failed rank (pid checks included), or -1 when none is known. */
+int engram_ucx_failed_peer(engram_transport_t *t);
 
 engram_status_t engram_ucx_get(engram_transport_t *t, int queue, int peer, engram_region_t *remote,
                                uint64_t remote_off, engram_region_t *local, uint64_t local_off, size_t len,

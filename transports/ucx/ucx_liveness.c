@@ -70,3 +70,12 @@ bool engram_ucx_check_peer(engram_transport_t *t, int rank)
                     t->peer_pid[rank]);
     return true;
 }
+
+int engram_ucx_failed_peer(engram_transport_t *t)
+{
+    for (int r = 0; r < t->size; r++) {
+        if (engram_ucx_check_peer(t, r))
+            return r;
+    }
+    return -1;
+}

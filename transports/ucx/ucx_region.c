@@ -152,6 +152,22 @@ engram_status_t engram_ucx_reg_symmetric(engram_transport_t *t, engram_segment_t
     return ENGRAM_OK;
 }
 
+/* Before their endpoints' worker is destroyed. */
+static void region_rkeys_destroy(engram_transport_t *t, engram_region_t *region)
+{
+    for (size_t i = 0; region->rkeys != NULL && i < (size_t)t->nqueues * (size_t)region->npeers; i++) {
+        if (region->rkeys[i] != NULL)
+            ucp_rkey_destroy(region->rkeys[i]);
+        region->rkeys[i] = NULL;
+    }
+}
+
+void engram_ucx_rkeys_destroy(engram_transport_t *t)
+{
+    for (engram_region_t *r = t->regions; r != NULL; r = r->next)
+        region_rkeys_destroy(t, r);
+}
+
 void engram_ucx_dereg(engram_transport_t *t, engram_region_t *region)
 {
     if (t == NULL || region == NULL)
@@ -162,14 +178,17 @@ void engram_ucx_dereg(engram_transport_t *t, engram_region_t *region)
             break;
         }
     }
-    if (region->rkeys != NULL) {
-        for (size_t i = 0; i < (size_t)t->nqueues * (size_t)region->npeers; i++) {
-            if (region->rkeys[i] != NULL)
-                ucp_rkey_destroy(region->rkeys[i]);
-        }
-    }
+    region_rkeys_destroy(t, region);
     free(region->rkeys);
     free(region->remote_base);
+    /* Registered memory that peers read is freed by the caller next. The
+     * collective before a dereg makes sure no peer still reads it, unless
+     * a rank failed: then that collective failed early and live peers may
+     * still have gets on the way, which must not be served from freed
+     * memory. */
+    int failed = region->symmetric ? engram_ucx_failed_peer(t) : -1;
+    if (failed >= 0)
+        engram_ucx_quiesce(t, failed);
     ucp_mem_unmap(t->ctx, region->memh);
     engram_segment_span_unmap(&region->node_span);
     free(region);

@@ -33,6 +33,9 @@ typedef struct shared {
     int done;
     int warm;
     int issued;
+    int freed;  /* peer exit: rank 0 deregistered and freed its table */
+    int late;   /* peer exit: ranks that posted gets to rank 0 after that */
+    int served; /* peer exit: rank 0 progressed past those gets */
 } shared_t;
 
 typedef struct scenario {
@@ -200,6 +203,54 @@ static int fetch_main(engram_group_t *group, void *arg)
     return 0;
 }
 
+/* After a peer failed, the collective before a dereg is no barrier: rank
+ * 0 deregisters and frees its table while ranks 1 and 2 still get from
+ * it. Rank 0 must keep progressing without serving those gets from freed
+ * memory, and fail flushes of its own; the late gets never succeed. */
+static void late_gets_after_free(shared_t *sh, engram_transport_t *t, int rank, engram_region_t *remote,
+                                 engram_region_t *local, engram_segment_t **table)
+{
+    uint64_t deadline = now_ms() + 20000;
+    if (rank == 0) {
+        ops->dereg(t, remote);
+        engram_host_segment_ops.free(*table);
+        *table = NULL;
+        __atomic_store_n(&sh->freed, 1, __ATOMIC_SEQ_CST);
+        while (__atomic_load_n(&sh->late, __ATOMIC_SEQ_CST) < NRANKS - 2) {
+            CHECK_OK(ops->progress(t));
+            CHECK(now_ms() < deadline);
+        }
+        for (uint64_t until = now_ms() + 200; now_ms() < until;)
+            CHECK_OK(ops->progress(t));
+        engram_request_t *req;
+        CHECK_OK(ops->flush(t, 0, 1, &req));
+        CHECK_STATUS(ops->test(t, req), ENGRAM_ERR_PEER);
+        ops->request_free(t, req);
+        __atomic_store_n(&sh->served, 1, __ATOMIC_SEQ_CST);
+        return;
+    }
+    while (!__atomic_load_n(&sh->freed, __ATOMIC_SEQ_CST)) { /* rank 0 closes its endpoints to us */
+        CHECK_OK(ops->progress(t));
+        CHECK(now_ms() < deadline);
+    }
+    /* With failure reports (tcp) rank 0's workers going looks like a failure. */
+    engram_status_t st = ENGRAM_OK;
+    for (int i = 0; i < EXIT_ROWS && st == ENGRAM_OK; i++)
+        st = ops->get(t, 0, 0, remote, (size_t)i * ROW, local, (size_t)i * ROW, ROW, 0);
+    CHECK(st == ENGRAM_OK || st == ENGRAM_ERR_PEER);
+    engram_request_t *req = NULL;
+    if (st == ENGRAM_OK)
+        CHECK_OK(ops->flush(t, 0, 0, &req));
+    __atomic_add_fetch(&sh->late, 1, __ATOMIC_SEQ_CST);
+    st = ENGRAM_INPROGRESS;
+    while (req != NULL && !__atomic_load_n(&sh->served, __ATOMIC_SEQ_CST) && st == ENGRAM_INPROGRESS) {
+        st = ops->test(t, req);
+        CHECK(now_ms() < deadline);
+    }
+    CHECK(st == ENGRAM_INPROGRESS || st == ENGRAM_ERR_PEER);
+    ops->request_free(t, req);
+}
+
 /* Rank 3 exits (as if it crashed) once the others have gets outstanding
  * to it; they must see a peer error or a timeout within the bound. */
 static int peer_exit_main(engram_group_t *group, void *arg)
@@ -252,14 +303,16 @@ static int peer_exit_main(engram_group_t *group, void *arg)
                (unsigned long long)waited, engram_last_error());
     CHECK(st == ENGRAM_ERR_PEER || st == ENGRAM_ERR_TIMEOUT);
     CHECK(waited <= EXIT_TIMEOUT_MS + 2000);
-    /* The survivors still reach each other. */
     ops->request_free(t, req);
+    late_gets_after_free(sc->shared, t, rank, remote, local, &table);
     serve_until_all(t, &sc->shared->done, NRANKS - 1);
     ops->dereg(t, local);
-    ops->dereg(t, remote);
+    if (table != NULL) {
+        ops->dereg(t, remote);
+        engram_host_segment_ops.free(table);
+    }
     ops->close(t);
     engram_host_segment_ops.free(dst);
-    engram_host_segment_ops.free(table);
     engram_config_destroy(cfg);
     return 0;
 }
