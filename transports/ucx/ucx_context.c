@@ -162,14 +162,13 @@ static void queue_shutdown(engram_transport_t *t, ucx_queue_t *q)
  * close without failure reports (shared memory): only a destroyed worker
  * stops serving. Its keys and requests go first; closing its endpoints may
  * still serve, while the memory is mapped. */
-void engram_ucx_quiesce(engram_transport_t *t, int failed_rank)
+void engram_ucx_quiesce(engram_transport_t *t, const char *why)
 {
-    if (t->quiesced_by >= 0)
+    if (t->quiesced[0] != '\0')
         return;
-    ENGRAM_WARN("ucx: rank %d failed, so peers may still have gets on their way to memory that is being "
-                "deregistered; every worker is destroyed first (this transport now fails gets and flushes)",
-                failed_rank);
-    t->quiesced_by = failed_rank;
+    ENGRAM_WARN("ucx: %s, so peers may still have gets on their way to memory that is being deregistered; "
+                "every worker is destroyed first (this transport now fails gets and flushes)", why);
+    snprintf(t->quiesced, sizeof(t->quiesced), "%s", why);
     engram_ucx_rkeys_destroy(t);
     for (int i = 0; i < t->nqueues; i++) {
         engram_ucx_queue_enter(&t->queues[i]);
@@ -183,10 +182,11 @@ static void ucx_close(engram_transport_t *t)
 {
     if (t == NULL)
         return;
-    while (t->regions != NULL) {
-        ENGRAM_WARN("ucx: a region was still registered at close; deregistering it");
+    /* The caller may have freed it already: nothing is served after this. */
+    if (t->regions != NULL)
+        engram_ucx_quiesce(t, "a region was still registered at close");
+    while (t->regions != NULL)
         engram_ucx_dereg(t, t->regions);
-    }
     for (int q = 0; q < t->nqueues; q++) {
         queue_shutdown(t, &t->queues[q]);
         free(t->queues[q].conns);
@@ -286,7 +286,6 @@ static engram_status_t ucx_open(engram_group_t *group, const struct engram_confi
     t->window = (unsigned)cfg->ucx_window;
     t->timeout_ns = (uint64_t)cfg->timeout_ms * 1000000u;
     t->nqueues = cfg->num_qps > 0 ? (int)cfg->num_qps : UCX_DEFAULT_QUEUES;
-    t->quiesced_by = -1;
 
     engram_status_t st;
     t->peer_dead = calloc((size_t)t->size, sizeof(*t->peer_dead));

@@ -90,9 +90,9 @@ static engram_status_t get_locked(engram_transport_t *t, int queue, int peer, en
         return ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx get: peer rank %d has failed", rank);
     if (len == 0)
         return ENGRAM_OK;
-    if (t->quiesced_by >= 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx get: every endpoint was closed after rank %d failed",
-                            t->quiesced_by);
+    if (t->quiesced[0] != '\0')
+        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx get: every worker was destroyed after a failure (%s)",
+                            t->quiesced);
     ucx_queue_t *q = &t->queues[queue];
     st = window_drain(t, q, t->window, queue);
     if (st != ENGRAM_OK)
@@ -139,9 +139,9 @@ static engram_status_t flush_locked(engram_transport_t *t, int queue, int peer, 
     r->deadline_ns = engram_ucx_now_ns() + t->timeout_ns;
     r->next_check_ns = engram_ucx_now_ns() + PEER_CHECK_NS;
     r->result = ENGRAM_INPROGRESS;
-    if (t->quiesced_by >= 0) {
-        r->result = ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx flush: every endpoint was closed after rank %d failed",
-                                 t->quiesced_by);
+    if (t->quiesced[0] != '\0') {
+        r->result = ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx flush: every worker was destroyed after a failure (%s)",
+                                 t->quiesced);
         *req = r;
         return ENGRAM_OK;
     }
@@ -170,9 +170,9 @@ static engram_status_t flush_result(engram_transport_t *t, ucx_conn_t *conn, ucs
     conn->get_error = UCS_OK;
     if (us == UCS_OK)
         return ENGRAM_OK;
-    if (t->quiesced_by >= 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx: gets from rank %d were cancelled: every endpoint was closed "
-                            "after rank %d failed", conn->rank, t->quiesced_by);
+    if (t->quiesced[0] != '\0')
+        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx: gets from rank %d were cancelled: every worker was destroyed "
+                            "after a failure (%s)", conn->rank, t->quiesced);
     if (engram_ucx_peer_is_dead(t, conn->rank))
         return ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx: peer rank %d failed before its gets completed (%s)", conn->rank,
                             ucs_status_string(us));

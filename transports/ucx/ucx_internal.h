@@ -64,7 +64,7 @@ struct engram_transport {
     bool err_mode_peer; /* endpoints report peer failure (not all UCX transports can) */
     engram_region_t *regions;
     bool target_progress; /* gets are served by the owner's CPU (AM-emulated RMA) */
-    int quiesced_by;      /* failed rank for which every worker was destroyed; -1: none */
+    char quiesced[192];   /* why every worker was destroyed; empty: they were not */
 };
 
 struct engram_request {
@@ -95,10 +95,10 @@ engram_status_t engram_ucx_reg_symmetric(engram_transport_t *t, engram_segment_t
                                          engram_region_t **out);
 engram_status_t engram_ucx_reg_local(engram_transport_t *t, engram_segment_t *seg, engram_region_t **out);
 void engram_ucx_dereg(engram_transport_t *t, engram_region_t *region);
-/* Destroys every worker because `failed_rank` failed: peers' gets still
- * on their way are then never served. Once only; gets and flushes then
- * fail, requests still open end with ENGRAM_ERR_PEER. */
-void engram_ucx_quiesce(engram_transport_t *t, int failed_rank);
+/* Destroys every worker (`why`: a peer failure): peers' gets still on
+ * their way are then never served. Once only; gets and flushes then fail,
+ * requests still open end with ENGRAM_ERR_PEER. */
+void engram_ucx_quiesce(engram_transport_t *t, const char *why);
 void engram_ucx_rkeys_destroy(engram_transport_t *t);
 /* Ends the queue's open requests with ENGRAM_ERR_PEER (the queue held). */
 void engram_ucx_requests_cancel(engram_transport_t *t, ucx_queue_t *q);

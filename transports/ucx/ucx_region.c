@@ -1,6 +1,7 @@
 /* Registration: ucp_mem_map of local memory; for symmetric regions the
  * packed rkeys, base addresses and sizes go to every rank and are unpacked
  * once per (queue endpoint, peer). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -168,6 +169,26 @@ void engram_ucx_rkeys_destroy(engram_transport_t *t)
         region_rkeys_destroy(t, r);
 }
 
+/* Memory that peers read is freed by the caller after its dereg, so this
+ * dereg is collective, as the registration was: past its barrier (which
+ * keeps serving) no live peer has a get on the way. If a rank failed, or
+ * the barrier does, live peers may still have gets on the way, which must
+ * not be served from freed memory. */
+static void symmetric_quiet(engram_transport_t *t)
+{
+    if (t->quiesced[0] != '\0')
+        return;
+    char why[160];
+    int failed = engram_ucx_failed_peer(t);
+    if (failed >= 0)
+        snprintf(why, sizeof(why), "rank %d failed", failed);
+    else if (engram_group_barrier(t->group) != ENGRAM_OK)
+        snprintf(why, sizeof(why), "the barrier before deregistering failed (%s)", engram_last_error());
+    else
+        return;
+    engram_ucx_quiesce(t, why);
+}
+
 void engram_ucx_dereg(engram_transport_t *t, engram_region_t *region)
 {
     if (t == NULL || region == NULL)
@@ -181,14 +202,8 @@ void engram_ucx_dereg(engram_transport_t *t, engram_region_t *region)
     region_rkeys_destroy(t, region);
     free(region->rkeys);
     free(region->remote_base);
-    /* Registered memory that peers read is freed by the caller next. The
-     * collective before a dereg makes sure no peer still reads it, unless
-     * a rank failed: then that collective failed early and live peers may
-     * still have gets on the way, which must not be served from freed
-     * memory. */
-    int failed = region->symmetric ? engram_ucx_failed_peer(t) : -1;
-    if (failed >= 0)
-        engram_ucx_quiesce(t, failed);
+    if (region->symmetric)
+        symmetric_quiet(t);
     ucp_mem_unmap(t->ctx, region->memh);
     engram_segment_span_unmap(&region->node_span);
     free(region);
