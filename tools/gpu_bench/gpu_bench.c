@@ -3,7 +3,11 @@
  * cudaMemcpyAsync of the same bytes measured in the same run, at several
  * SM counts (gpu_sms). Prints a table and, with a path argument, appends
  * one JSON object per line there. Needs a GPU.
- * Usage: engram_gpu_bench [json_path] */
+ * With --peer (needs 2 GPUs): 2 ranks as one node, one per GPU, tables in
+ * GPU memory (gpu_table=device); rank 0 fetches only rows owned by rank 1,
+ * read over NVLink, beside cudaMemcpyPeerAsync of the same bytes from GPU 1
+ * to GPU 0 measured in the same run.
+ * Usage: engram_gpu_bench [--peer] [json_path] */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +40,21 @@ typedef struct shape {
 } shape_t;
 
 /* Median-free but warm: the best of three timed runs of `iters` items. */
-static double time_memcpy(cudaStream_t s, void *dst, const void *src, size_t bytes, int iters)
+/* The reference copy: host to device, or (peer) GPU 1 to GPU 0. */
+typedef struct target {
+    bool peer;
+    int64_t idx_offset; /* added to every index: the rows' owner */
+} target_t;
+
+static void copy_once(const target_t *tg, cudaStream_t s, void *dst, const void *src, size_t bytes)
+{
+    if (tg->peer)
+        CK(cudaMemcpyPeerAsync(dst, 0, src, 1, bytes, s));
+    else
+        CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+}
+
+static double time_memcpy(const target_t *tg, cudaStream_t s, void *dst, const void *src, size_t bytes, int iters)
 {
     cudaEvent_t a, b;
     CK(cudaEventCreate(&a));
@@ -45,7 +63,7 @@ static double time_memcpy(cudaStream_t s, void *dst, const void *src, size_t byt
     for (int rep = 0; rep < 4; rep++) {
         CK(cudaEventRecord(a, s));
         for (int i = 0; i < iters; i++)
-            CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+            copy_once(tg, s, dst, src, bytes);
         CK(cudaEventRecord(b, s));
         CK(cudaEventSynchronize(b));
         float ms;
@@ -107,7 +125,8 @@ static double time_fetch(engram_table_t *t, cudaStream_t s, int64_t *const *d_id
     return best / iters * 1e-3;
 }
 
-static void run_sms(engram_group_t *g, int sms, const shape_t *shapes, int nshapes, const uint8_t *rows, FILE *json)
+static void run_sms(engram_group_t *g, const target_t *tg, int sms, const shape_t *shapes, int nshapes,
+                    const uint8_t *rows, FILE *json)
 {
     engram_config_t *cfg;
     CK(engram_config_create(&cfg));
@@ -115,6 +134,7 @@ static void run_sms(engram_group_t *g, int sms, const shape_t *shapes, int nshap
     snprintf(v, sizeof(v), "%d", sms);
     CK(engram_config_set(cfg, "gpu_sms", v));
     CK(engram_config_set(cfg, "transport", "loopback"));
+    CK(engram_config_set(cfg, "gpu_table", tg->peer ? "device" : "host_numa"));
     engram_context_t *ctx;
     CK(engram_context_create(cfg, g, &ctx));
     engram_config_destroy(cfg);
@@ -126,10 +146,15 @@ static void run_sms(engram_group_t *g, int sms, const shape_t *shapes, int nshap
     engram_table_t *t;
     CK(engram_table_create(ctx, &p, &t));
     CK(engram_write(t, rows, ROW_BYTES, NULL));
+    if (engram_group_rank(g) != 0) { /* the peer only owns rows */
+        CK(engram_table_destroy(t));
+        CK(engram_context_destroy(ctx));
+        return;
+    }
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     int dev_sms = 0;
-    CK(cudaDeviceGetAttribute(&dev_sms, cudaDevAttrMultiProcessorCount, 0));
+    CK(cudaDeviceGetAttribute(&dev_sms, cudaDevAttrMultiProcessorCount, engram_group_local_rank(g)));
     int used = sms > 0 && sms < dev_sms ? sms : dev_sms;
     for (int i = 0; i < nshapes; i++) {
         const shape_t *sh = &shapes[i];
@@ -140,7 +165,10 @@ static void run_sms(engram_group_t *g, int sms, const shape_t *shapes, int nshap
         for (int k = 0; k < sh->sets; k++) {
             bench_case_t c = {.ranks = 1, .entries_per_rank = EPR, .tokens = sh->tokens, .entries_per_token = EPT,
                               .dist = BENCH_DIST_UNIFORM, .seed = 1000 + (uint64_t)k};
-            bench_make_indices(&c, 0, 0, k == 0 ? idx0 : idx);
+            int64_t *set = k == 0 ? idx0 : idx;
+            bench_make_indices(&c, 0, 0, set);
+            for (size_t r = 0; r < n; r++)
+                set[r] += tg->idx_offset;
             CK(cudaMalloc((void **)&d_idx[k], n * sizeof(int64_t)));
             CK(cudaMemcpy(d_idx[k], k == 0 ? idx0 : idx, n * sizeof(int64_t), cudaMemcpyHostToDevice));
         }
@@ -151,25 +179,42 @@ static void run_sms(engram_group_t *g, int sms, const shape_t *shapes, int nshap
         bool ok = check_rows(idx0, n, d_rows);
         engram_fetch_release(f);
         double fetch_s = time_fetch(t, s, d_idx, sh, sh->iters);
-        void *h_src, *d_dst;
-        CK(cudaMallocHost(&h_src, bytes));
-        memset(h_src, 1, bytes);
+        void *src, *d_dst;
+        if (tg->peer) {
+            /* peer access on, or the copy is staged through the host */
+            cudaError_t pe = cudaDeviceEnablePeerAccess(1, 0);
+            if (pe != cudaSuccess && pe != cudaErrorPeerAccessAlreadyEnabled)
+                fail("cudaDeviceEnablePeerAccess(1)", (int)pe);
+            (void)cudaGetLastError();
+            CK(cudaSetDevice(1));
+            CK(cudaMalloc(&src, bytes));
+            CK(cudaMemset(src, 1, bytes));
+            CK(cudaSetDevice(0));
+        } else {
+            CK(cudaMallocHost(&src, bytes));
+            memset(src, 1, bytes);
+        }
         CK(cudaMalloc(&d_dst, bytes));
-        double copy_s = time_memcpy(s, d_dst, h_src, bytes, sh->iters);
+        double copy_s = time_memcpy(tg, s, d_dst, src, bytes, sh->iters);
+        const char *ref = tg->peer ? "memcpy peer" : "memcpy H2D ";
         double gbps = bytes / fetch_s * 1e-9, copy_gbps = bytes / copy_s * 1e-9;
-        printf("%6u tok x %u x %u B  sms %3d  fetch %7.1f us %6.1f GB/s  memcpy H2D %7.1f us %6.1f GB/s  "
+        printf("%6u tok x %u x %u B  sms %3d  fetch %7.1f us %6.1f GB/s  %s %7.1f us %6.1f GB/s  "
                "ratio %.3f  check %s\n",
-               sh->tokens, EPT, ROW_BYTES, used, fetch_s * 1e6, gbps, copy_s * 1e6, copy_gbps, gbps / copy_gbps,
-               ok ? "ok" : "FAILED");
+               sh->tokens, EPT, ROW_BYTES, used, fetch_s * 1e6, gbps, ref, copy_s * 1e6, copy_gbps,
+               gbps / copy_gbps, ok ? "ok" : "FAILED");
         fflush(stdout);
         if (json)
             fprintf(json,
                     "{\"bench\":\"gpu_fetch\",\"tokens\":%u,\"entries_per_token\":%u,\"row_bytes\":%u,"
-                    "\"table\":\"cuda_host_numa\",\"sms\":%d,\"fetch_us\":%.2f,\"fetch_gbps\":%.2f,"
-                    "\"memcpy_h2d_us\":%.2f,\"memcpy_h2d_gbps\":%.2f,\"ratio\":%.4f,\"check_ok\":%s}\n",
-                    sh->tokens, EPT, ROW_BYTES, used, fetch_s * 1e6, gbps, copy_s * 1e6, copy_gbps,
+                    "\"table\":\"%s\",\"sms\":%d,\"fetch_us\":%.2f,\"fetch_gbps\":%.2f,"
+                    "\"ref\":\"%s\",\"ref_us\":%.2f,\"ref_gbps\":%.2f,\"ratio\":%.4f,\"check_ok\":%s}\n",
+                    sh->tokens, EPT, ROW_BYTES, tg->peer ? "peer_gpu" : "cuda_host_numa", used, fetch_s * 1e6,
+                    gbps, tg->peer ? "memcpy_peer" : "memcpy_h2d", copy_s * 1e6, copy_gbps,
                     gbps / copy_gbps, ok ? "true" : "false");
-        cudaFreeHost(h_src);
+        if (tg->peer)
+            cudaFree(src);
+        else
+            cudaFreeHost(src);
         cudaFree(d_dst);
         for (int k = 0; k < sh->sets; k++)
             cudaFree(d_idx[k]);
@@ -184,25 +229,57 @@ static void run_sms(engram_group_t *g, int sms, const shape_t *shapes, int nshap
     CK(engram_context_destroy(ctx));
 }
 
-int main(int argc, char **argv)
+typedef struct run_args {
+    const target_t *tg;
+    FILE *json;
+} run_args_t;
+
+static int run_all(engram_group_t *g, void *arg)
 {
-    FILE *json = argc > 1 ? fopen(argv[1], "a") : NULL;
-    if (argc > 1 && json == NULL) {
-        perror(argv[1]);
-        return 1;
-    }
+    const run_args_t *a = arg;
     static const shape_t shapes[] = {{512, 64, 400}, {8192, 8, 40}};
     static const int sms[] = {8, 16, 32, 64, 0};
-    engram_group_t *g;
-    CK(engram_group_solo_create(&g));
+    int devices = 0;
+    if (a->tg->peer && (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 2)) {
+        fprintf(stderr, "engram_gpu_bench --peer: needs 2 GPUs, found %d\n", devices);
+        return 77;
+    }
+    CK(cudaSetDevice(engram_group_local_rank(g)));
     uint8_t *rows = malloc((size_t)EPR * ROW_BYTES);
+    uint64_t first = (uint64_t)engram_group_rank(g) * EPR;
     for (uint64_t i = 0; i < EPR; i++)
-        bench_fill_row(i, ROW_BYTES, rows + i * ROW_BYTES);
+        bench_fill_row(first + i, ROW_BYTES, rows + i * ROW_BYTES);
     for (size_t k = 0; k < sizeof(sms) / sizeof(sms[0]); k++)
-        run_sms(g, sms[k], shapes, 2, rows, json);
+        run_sms(g, a->tg, sms[k], shapes, 2, rows, a->json);
     free(rows);
-    engram_group_destroy(g);
+    if (a->json)
+        fflush(a->json);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    bool peer = argc > 1 && strcmp(argv[1], "--peer") == 0;
+    const char *path = argc > 1 + peer ? argv[1 + peer] : NULL;
+    FILE *json = path ? fopen(path, "a") : NULL;
+    if (path && json == NULL) {
+        perror(path);
+        return 1;
+    }
+    target_t tg = {.peer = peer, .idx_offset = peer ? EPR : 0};
+    run_args_t a = {.tg = &tg, .json = json};
+    int rc;
+    if (peer) {
+        /* the ranks initialise CUDA themselves: nothing here touches it before the fork */
+        int codes[2] = {0, 0};
+        rc = engram_group_fork_run(2, 0, run_all, &a, codes) == ENGRAM_OK ? 0 : codes[0] ? codes[0] : 1;
+    } else {
+        engram_group_t *g;
+        CK(engram_group_solo_create(&g));
+        rc = run_all(g, &a);
+        engram_group_destroy(g);
+    }
     if (json)
         fclose(json);
-    return 0;
+    return rc;
 }
