@@ -7,12 +7,15 @@
  * process exits. Only a refused plugin, whose ops were never handed out, is
  * closed again. */
 #include <dirent.h>
+#include <elf.h>
+#include <fcntl.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hal/log.h"
@@ -118,8 +121,45 @@ static engram_status_t plugin_check(void *handle, const char *file, const char *
     return ENGRAM_OK;
 }
 
+/* dlopen maps a shared object's loadable segments and zero-fills past
+ * their file contents; a file shorter than its segments (truncated, or
+ * still being copied) makes that fill fault with SIGBUS inside dlopen. So
+ * an ELF64 object is checked to hold every PT_LOAD segment first; anything
+ * that is not ELF64 is left to dlopen to refuse. */
+static engram_status_t plugin_file_complete(const char *file)
+{
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ENGRAM_OK; /* dlopen reports why it cannot be opened */
+    engram_status_t st = ENGRAM_OK;
+    struct stat sb;
+    Elf64_Ehdr eh;
+    if (fstat(fd, &sb) != 0 || pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) ||
+        memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh.e_phentsize != sizeof(Elf64_Phdr))
+        goto out;
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + (uint64_t)i * sizeof(ph))) != (ssize_t)sizeof(ph))
+            break; /* a short program header table: dlopen refuses it */
+        if (ph.p_type == PT_LOAD &&
+            (ph.p_offset > (uint64_t)sb.st_size || ph.p_filesz > (uint64_t)sb.st_size - ph.p_offset)) {
+            st = ENGRAM_ERROR(ENGRAM_ERR_INVALID,
+                              "plugin %s is truncated: a loadable segment needs bytes up to %llu, the file has %lld",
+                              file, (unsigned long long)(ph.p_offset + ph.p_filesz), (long long)sb.st_size);
+            break;
+        }
+    }
+out:
+    close(fd);
+    return st;
+}
+
 static engram_status_t plugin_open(const char *file, const char *name, const engram_transport_ops_t **out)
 {
+    engram_status_t complete = plugin_file_complete(file);
+    if (complete != ENGRAM_OK)
+        return complete;
     void *handle = dlopen(file, RTLD_NOW | RTLD_LOCAL);
     if (handle == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_IO, "plugin %s could not be loaded: %s", file, dlerror());

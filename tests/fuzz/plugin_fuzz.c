@@ -75,9 +75,9 @@ static void write_file(const char *path, const void *bytes, size_t size)
         exit(2);
 }
 
-/* Cut point inside the ELF header + program headers, where dlopen reads
- * with checks (a cut further in would fault in the mapped segments, which
- * dlopen does not guard against and no loader could). */
+/* Cut point inside the ELF header + program headers, or right after them:
+ * dlopen refuses the first, and the loader refuses the second as truncated
+ * (its segments lie past the end of the file). */
 static size_t header_end(const blob_t *b)
 {
     const Elf64_Ehdr *eh = (const Elf64_Ehdr *)b->bytes;
