@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 #include "hal/config_keys.h"
@@ -382,12 +383,17 @@ engram_status_t engram_ucx_progress(engram_transport_t *t)
 {
     if (t == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx progress: transport must not be NULL");
+    unsigned events = 0;
     for (int i = 0; i < t->nqueues; i++) {
         engram_ucx_queue_enter(&t->queues[i]);
         if (t->queues[i].worker != NULL)
-            ucp_worker_progress(t->queues[i].worker);
+            events += ucp_worker_progress(t->queues[i].worker);
         engram_ucx_queue_leave(&t->queues[i]);
     }
+    /* Nothing to serve: with more ranks than cores the one that has work
+     * gets the core (owner progress is a busy loop otherwise). */
+    if (events == 0 && t->target_progress)
+        sched_yield();
     return ENGRAM_OK;
 }
 
