@@ -54,7 +54,17 @@ static void copy_once(const target_t *tg, cudaStream_t s, void *dst, const void 
         CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
 }
 
-static double time_memcpy(const target_t *tg, cudaStream_t s, void *dst, const void *src, size_t bytes, int iters)
+/* What one timed repetition does: issue `iters` items on the stream, then
+ * (optional) finish host-side work after the end event is recorded. */
+typedef struct timed_work {
+    void (*issue)(void *arg, int iters);
+    void (*drain)(void *arg);
+    void *arg;
+} timed_work_t;
+
+/* Seconds per item: the best of three timed repetitions after a warm one,
+ * measured with CUDA events on `s`. */
+static double time_best(cudaStream_t s, const timed_work_t *w, int iters)
 {
     cudaEvent_t a, b;
     CK(cudaEventCreate(&a));
@@ -62,9 +72,10 @@ static double time_memcpy(const target_t *tg, cudaStream_t s, void *dst, const v
     double best = 1e30;
     for (int rep = 0; rep < 4; rep++) {
         CK(cudaEventRecord(a, s));
-        for (int i = 0; i < iters; i++)
-            copy_once(tg, s, dst, src, bytes);
+        w->issue(w->arg, iters);
         CK(cudaEventRecord(b, s));
+        if (w->drain)
+            w->drain(w->arg);
         CK(cudaEventSynchronize(b));
         float ms;
         CK(cudaEventElapsedTime(&ms, a, b));
@@ -74,6 +85,28 @@ static double time_memcpy(const target_t *tg, cudaStream_t s, void *dst, const v
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     return best / iters * 1e-3;
+}
+
+typedef struct copy_work {
+    const target_t *tg;
+    cudaStream_t s;
+    void *dst;
+    const void *src;
+    size_t bytes;
+} copy_work_t;
+
+static void copy_issue(void *arg, int iters)
+{
+    copy_work_t *c = arg;
+    for (int i = 0; i < iters; i++)
+        copy_once(c->tg, c->s, c->dst, c->src, c->bytes);
+}
+
+static double time_memcpy(const target_t *tg, cudaStream_t s, void *dst, const void *src, size_t bytes, int iters)
+{
+    copy_work_t c = {tg, s, dst, src, bytes};
+    timed_work_t w = {copy_issue, NULL, &c};
+    return time_best(s, &w, iters);
 }
 
 static bool check_rows(const int64_t *idx, size_t n, const void *d_rows)
@@ -90,39 +123,43 @@ static bool check_rows(const int64_t *idx, size_t n, const void *d_rows)
 }
 
 /* Seconds per fetch, fetch_slots fetches kept in flight on one stream. */
+typedef struct fetch_work {
+    engram_table_t *t;
+    cudaStream_t s;
+    int64_t *const *d_idx;
+    const shape_t *sh;
+    engram_fetch_t *f[SLOTS];
+} fetch_work_t;
+
+static void fetch_issue(void *arg, int iters)
+{
+    fetch_work_t *w = arg;
+    for (int i = 0; i < iters; i++) {
+        if (w->f[i % SLOTS]) {
+            CK(engram_wait(w->f[i % SLOTS], NULL, NULL));
+            engram_fetch_release(w->f[i % SLOTS]);
+        }
+        CK(engram_fetch_on_stream(w->t, w->d_idx[i % w->sh->sets], w->sh->tokens, 0, w->s, &w->f[i % SLOTS]));
+    }
+}
+
+static void fetch_drain(void *arg)
+{
+    fetch_work_t *w = arg;
+    for (int k = 0; k < SLOTS; k++) {
+        if (w->f[k]) {
+            CK(engram_wait(w->f[k], NULL, NULL));
+            engram_fetch_release(w->f[k]);
+            w->f[k] = NULL;
+        }
+    }
+}
+
 static double time_fetch(engram_table_t *t, cudaStream_t s, int64_t *const *d_idx, const shape_t *sh, int iters)
 {
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    engram_fetch_t *f[SLOTS] = {0};
-    double best = 1e30;
-    for (int rep = 0; rep < 4; rep++) {
-        CK(cudaEventRecord(a, s));
-        for (int i = 0; i < iters; i++) {
-            if (f[i % SLOTS]) {
-                CK(engram_wait(f[i % SLOTS], NULL, NULL));
-                engram_fetch_release(f[i % SLOTS]);
-            }
-            CK(engram_fetch_on_stream(t, d_idx[i % sh->sets], sh->tokens, 0, s, &f[i % SLOTS]));
-        }
-        CK(cudaEventRecord(b, s));
-        for (int k = 0; k < SLOTS; k++) {
-            if (f[k]) {
-                CK(engram_wait(f[k], NULL, NULL));
-                engram_fetch_release(f[k]);
-                f[k] = NULL;
-            }
-        }
-        CK(cudaEventSynchronize(b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        if (rep > 0 && ms < best)
-            best = ms;
-    }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return best / iters * 1e-3;
+    fetch_work_t fw = {.t = t, .s = s, .d_idx = d_idx, .sh = sh};
+    timed_work_t w = {fetch_issue, fetch_drain, &fw};
+    return time_best(s, &w, iters);
 }
 
 static void run_sms(engram_group_t *g, const target_t *tg, int sms, const shape_t *shapes, int nshapes,
