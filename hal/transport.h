@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "hal/config_keys.h"
+#include "hal/gpu_launcher.h"
 #include "hal/group.h"
 #include "hal/segment.h"
 #include "hal/status.h"
@@ -94,6 +95,25 @@ typedef struct engram_transport_ops {
      * advance every queue. Needed with ENGRAM_CAP_OWNER_PROGRESS. Must not
      * run concurrently with any other call on the transport. */
     engram_status_t (*progress)(engram_transport_t *t);
+    /* Optional, may be NULL (check ops->size first). Collective, as
+     * reg_symmetric, but the transport provides the memory: for lanes that
+     * read only memory they allocated themselves (UCX's posix and sysv), so
+     * peers' gets need no owner CPU. Every rank passes the same
+     * params->bytes; *addr receives this rank's params->bytes (rounded up
+     * to the page size), zeroed, writable here, placed per
+     * params->numa_node; *out addresses the peers' memory per `span`.
+     * dereg frees the memory (peers may keep reading it until their own
+     * dereg). Returns the same status on every rank; ENGRAM_ERR_UNSUPPORTED
+     * means: allocate a segment and reg_symmetric it instead.
+     * *region_flags receives ENGRAM_CAP_OWNER_PROGRESS when some rank's
+     * gets from this region still need the owner's CPU; the flag in caps
+     * then speaks for reg_symmetric regions only. */
+    engram_status_t (*alloc_symmetric)(engram_transport_t *t, const engram_segment_params_t *params,
+                                       engram_reg_span_t span, engram_region_t **out, void **addr,
+                                       uint32_t *region_flags);
+    /* Optional, may be NULL (check ops->size first): the fetch launcher of
+     * a GPU-initiated backend (ENGRAM_CAP_GPU_INITIATED; hal/gpu_launcher.h). */
+    const struct engram_gpu_launcher_ops *gpu_launcher;
 } engram_transport_ops_t;
 
 #ifdef __cplusplus

@@ -1,0 +1,86 @@
+/* Fetch launcher: the contract of a GPU-initiated backend
+ * (ENGRAM_CAP_GPU_INITIATED), reached through engram_transport_ops_t's
+ * gpu_launcher field. Host-initiated backends leave that field NULL.
+ *
+ * The kernel is the backend's; what it applies is the engram layer's:
+ * routing, the flush policy and the bad-index rule come from
+ * engram/routing.h (header-only, C and CUDA), whose shape the engram layer
+ * passes in. Only the backend dereferences it, so this header stays below
+ * the engram layer and names no CUDA or NCCL type.
+ *
+ * The span (engram/gpu builds it, DeepEP-style): one device address range
+ * per rank, identical in layout on every rank of the group: the GPU receive
+ * region at offset 0, then the shard of every local rank of the node at
+ * recv_bytes + local_rank * shard_bytes. A rank therefore addresses a row of
+ * any peer's span by the same offset as in its own.
+ *
+ * Sequence per table: attach (collective) -> { issue(slot, stream) ... wait(slot,
+ * stream) }* -> detach (collective). The engram layer loads the rows of
+ * this node (or of this rank in direct mode) itself, gathers the scales and
+ * applies the bad-index rule in its local gather kernel on the same stream;
+ * the launcher moves every other row. */
+#ifndef ENGRAM_HAL_GPU_LAUNCHER_H
+#define ENGRAM_HAL_GPU_LAUNCHER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "hal/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct engram_transport;
+struct engram_route_shape; /* engram/routing.h */
+
+typedef struct engram_gpu_launch engram_gpu_launch_t; /* backend state of one attached span */
+
+typedef struct engram_gpu_span {
+    size_t size;            /* sizeof(engram_gpu_span_t) */
+    void *base;             /* device address of the span */
+    uint64_t span_bytes;    /* recv_bytes + local_size * shard_bytes */
+    uint64_t recv_bytes;    /* the receive region at base */
+    uint64_t shard_bytes;   /* stride of the local ranks' shards behind it */
+    int hybrid;             /* rows of other nodes through the rail rank (node spans), else per rank */
+    int num_slots;          /* fetches that may be in flight: one set of requests each */
+    uint32_t max_rows;      /* rows one fetch may ask for */
+} engram_gpu_span_t;
+
+/* One fetch. Rows land at base + rows_off + row * row_bytes. */
+typedef struct engram_gpu_issue {
+    size_t size; /* sizeof(engram_gpu_issue_t) */
+    const struct engram_route_shape *shape;
+    const int64_t *indices; /* device, [num_tokens * entries_per_token] */
+    uint32_t num_tokens;
+    uint32_t entries_per_token;
+    uint32_t row_bytes;
+    uint64_t rows_off;
+    /* Routed peers [first_local_peer, first_local_peer + local_peers) are
+     * the engram layer's (its local gather loads them): skipped. */
+    uint32_t first_local_peer;
+    uint32_t local_peers;
+    uint32_t flush_depth; /* routing.h's flush policy, per (queue, peer) */
+    int first_queue;      /* tokens split into contiguous ranges over these queues */
+    int num_queues;
+    int slot; /* < span num_slots; this fetch's requests */
+} engram_gpu_issue_t;
+
+typedef struct engram_gpu_launcher_ops {
+    size_t size; /* sizeof(engram_gpu_launcher_ops_t) at the time the backend was built */
+    /* Collective: makes the span remotely readable (e.g. a window) and the
+     * device-side state the kernels need; the same status on every rank. */
+    engram_status_t (*attach)(struct engram_transport *t, const engram_gpu_span_t *span, engram_gpu_launch_t **out);
+    /* Queues the fetch's gets on `stream` (a cudaStream_t) and returns;
+     * nothing waits for data here. */
+    engram_status_t (*issue)(engram_gpu_launch_t *l, const engram_gpu_issue_t *fetch, void *stream);
+    /* Queues on `stream` what completes slot's gets: work queued behind it
+     * sees the rows. */
+    engram_status_t (*wait)(engram_gpu_launch_t *l, int slot, void *stream);
+    /* Collective; no fetch in flight. */
+    void (*detach)(engram_gpu_launch_t *l);
+} engram_gpu_launcher_ops_t;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
