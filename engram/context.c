@@ -46,9 +46,7 @@ static engram_status_t choose_queues(engram_context_t *ctx)
 
 bool engram_context_needs_progress(const engram_context_t *ctx)
 {
-    return (ctx->caps.flags & ENGRAM_CAP_OWNER_PROGRESS) &&
-           ctx->ops->size >= offsetof(engram_transport_ops_t, progress) + sizeof(ctx->ops->progress) &&
-           ctx->ops->progress != NULL;
+    return ctx->progress_regions > 0;
 }
 
 /* Group hook: while this rank waits in a collective, its transport keeps
@@ -57,6 +55,21 @@ static void serve_peers(void *arg)
 {
     engram_context_t *ctx = arg;
     (void)ctx->ops->progress(ctx->transport);
+}
+
+void engram_context_hold_progress(engram_context_t *ctx, uint32_t region_flags, int delta)
+{
+    if (!(region_flags & ENGRAM_CAP_OWNER_PROGRESS) ||
+        ctx->ops->size < offsetof(engram_transport_ops_t, progress) + sizeof(ctx->ops->progress) ||
+        ctx->ops->progress == NULL)
+        return;
+    int before = ctx->progress_regions;
+    ctx->progress_regions += delta;
+    /* Without such regions collectives block instead of busy-serving. */
+    if (before == 0 && ctx->progress_regions > 0)
+        engram_group_set_progress(ctx->group, serve_peers, ctx);
+    else if (before > 0 && ctx->progress_regions == 0)
+        engram_group_set_progress(ctx->group, NULL, NULL);
 }
 
 /* Steps 2 and 3. With transport=auto a backend that fails to open is
@@ -103,8 +116,6 @@ engram_status_t engram_context_create(const engram_config_t *cfg, engram_group_t
     st = engram_agree(group, choose_queues(ctx));
     if (st != ENGRAM_OK)
         goto err_close_transport;
-    if (engram_context_needs_progress(ctx))
-        engram_group_set_progress(group, serve_peers, ctx);
     ENGRAM_INFO("context on transport %s, %d queues", ctx->ops->name, ctx->num_queues);
     *out = ctx;
     return ENGRAM_OK;
@@ -127,8 +138,6 @@ engram_status_t engram_context_destroy(engram_context_t *ctx)
     st = engram_agree(ctx->group, st);
     if (st == ENGRAM_ERR_BUSY)
         return st;
-    if (engram_context_needs_progress(ctx))
-        engram_group_set_progress(ctx->group, NULL, NULL);
     ctx->ops->close(ctx->transport);
     free(ctx);
     return st;

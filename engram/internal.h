@@ -17,6 +17,7 @@ struct engram_context {
     engram_transport_caps_t caps;
     int num_queues;
     int live_tables;
+    int progress_regions; /* symmetric regions whose gets need their owner's CPU */
 };
 
 struct engram_fetch {
@@ -48,6 +49,7 @@ struct engram_table {
     uint64_t slot_sf_elems;  /* scale packs per slot, room for the column-major padding */
     engram_segment_t *shard;
     engram_region_t *shard_region; /* the shard as the transport reads it (GPU tables: a host mirror) */
+    uint32_t shard_flags;          /* ENGRAM_CAP_OWNER_PROGRESS when peers' gets need this rank's CPU */
     engram_segment_t *recv;
     engram_region_t *recv_region;  /* where gets land (GPU tables: the host staging) */
     uint32_t *scales; /* replicated global scales, [total_entries][scale_packs] */
@@ -84,8 +86,14 @@ engram_status_t engram_fetch_flush(engram_fetch_t *f);
  * while any remain, then f->status (the first error, sticky). */
 engram_status_t engram_fetch_test_flushes(engram_fetch_t *f);
 
-/* Whether gets complete only while owners call ops->progress. */
+/* Whether gets complete only while owners call ops->progress: some
+ * symmetric region of the context needs it. */
 bool engram_context_needs_progress(const engram_context_t *ctx);
+/* Counts a symmetric region in (delta 1, after its registration) or out
+ * (-1, after its dereg) when region_flags has ENGRAM_CAP_OWNER_PROGRESS;
+ * the group's progress hook serves peers while any is counted. Collective
+ * in effect: every rank counts the same regions. */
+void engram_context_hold_progress(engram_context_t *ctx, uint32_t region_flags, int delta);
 
 /* Bytes between stored rows: row_bytes rounded up to ENGRAM_ROW_ALIGN. */
 static inline uint64_t engram_row_stride(uint32_t row_bytes)

@@ -7,10 +7,15 @@
  *      the receive slots and the scale buffers; agree on the outcome;
  *   3. exchange handles and map: the transport registers the shard
  *      symmetrically (per rank in direct mode, per node span in hybrid);
+ *      in direct mode a transport that offers alloc_symmetric provides the
+ *      shard's memory itself instead (hybrid keeps host segments: the
+ *      node's other ranks map them by fd);
  *   4. register the receive slots as the local destination; agree;
  *   5. barrier. Any failure unwinds what this rank took, on every rank. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engram/gpu/gpu_table.h"
 #include "engram/internal.h"
@@ -110,6 +115,43 @@ static engram_status_t alloc_segment(const engram_config_t *cfg, uint64_t bytes,
     return engram_host_segment_ops.alloc(&sp, out);
 }
 
+/* Whether the transport provides the shard's memory (step 3). Hybrid
+ * tables keep host segments, which node-mates map by fd; huge_pages=on
+ * keeps them too, as only host segments promise huge pages. */
+static bool shard_from_transport(const engram_context_t *ctx)
+{
+    return ctx->ops->size >= offsetof(engram_transport_ops_t, alloc_symmetric) + sizeof(ctx->ops->alloc_symmetric) &&
+           ctx->ops->alloc_symmetric != NULL && ctx->cfg.mode != ENGRAM_MODE_HYBRID &&
+           ctx->cfg.huge_pages != ENGRAM_HUGE_ON;
+}
+
+/* The shard's record while the transport owns its memory: addr is set
+ * once alloc_symmetric returns, and the memory goes with the region's
+ * dereg, so freeing the record frees only the record. */
+static void transport_shard_free(engram_segment_t *seg)
+{
+    free(seg);
+}
+
+static const engram_segment_ops_t transport_shard_ops = {
+    .size = sizeof(engram_segment_ops_t),
+    .name = "transport",
+    .kind = ENGRAM_MEM_HOST,
+    .free = transport_shard_free,
+};
+
+static engram_status_t transport_shard_record(uint64_t bytes, engram_segment_t **out)
+{
+    engram_segment_t *seg = calloc(1, sizeof(*seg));
+    if (seg == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate a shard record");
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    *seg = (engram_segment_t){.ops = &transport_shard_ops, .kind = ENGRAM_MEM_HOST,
+                              .size = (bytes + page - 1) / page * page, .numa_node = -1, .device = -1};
+    *out = seg;
+    return ENGRAM_OK;
+}
+
 engram_status_t engram_table_alloc_slots(engram_table_t *t)
 {
     const engram_table_params_t *p = &t->params;
@@ -150,7 +192,8 @@ static engram_status_t alloc_local(engram_table_t *t)
     if (p->entries_per_rank > UINT64_MAX / stride)
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "table shard of %llu rows overflows 64 bits",
                             (unsigned long long)p->entries_per_rank);
-    engram_status_t st = alloc_segment(cfg, p->entries_per_rank * stride, &t->shard);
+    engram_status_t st = shard_from_transport(t->ctx) ? transport_shard_record(p->entries_per_rank * stride, &t->shard)
+                                                     : alloc_segment(cfg, p->entries_per_rank * stride, &t->shard);
     if (st != ENGRAM_OK)
         return st;
     engram_table_fill_shape(t);
@@ -185,6 +228,35 @@ static void free_local(engram_table_t *t)
         t->shard->ops->free(t->shard);
 }
 
+/* Step 3 for the shard: the transport's memory when step 2 left a
+ * record for it (falling back to a host segment on every rank when the
+ * transport declines), else the host segment registered. */
+static engram_status_t shard_register(engram_context_t *ctx, engram_table_t *t)
+{
+    engram_reg_span_t span = t->shape.hybrid ? ENGRAM_REG_NODE_SPAN : ENGRAM_REG_RANK;
+    engram_status_t st;
+    if (t->shard->ops == &transport_shard_ops) {
+        engram_segment_params_t sp = {.size = sizeof(sp), .bytes = t->shard->size,
+                                      .numa_node = (int)ctx->cfg.numa_node, .huge = ctx->cfg.huge_pages,
+                                      .device = -1};
+        st = ctx->ops->alloc_symmetric(ctx->transport, &sp, span, &t->shard_region, &t->shard->addr,
+                                       &t->shard_flags);
+        if (st != ENGRAM_ERR_UNSUPPORTED)
+            return st;
+        ENGRAM_INFO("transport %s cannot provide the shard's memory (%s); using a host segment", ctx->ops->name,
+                    engram_last_error());
+        t->shard->ops->free(t->shard);
+        t->shard = NULL;
+        uint64_t bytes = t->params.entries_per_rank * engram_row_stride(t->params.row_bytes);
+        st = engram_agree(ctx->group, alloc_segment(&ctx->cfg, bytes, &t->shard));
+        if (st != ENGRAM_OK)
+            return st;
+        engram_table_fill_shape(t);
+    }
+    t->shard_flags = ctx->caps.flags & ENGRAM_CAP_OWNER_PROGRESS;
+    return ctx->ops->reg_symmetric(ctx->transport, t->shard, span, &t->shard_region);
+}
+
 /* Steps 2-5 for rows received in host memory; t is NULL when st is not OK.
  * On failure t's contents are released (t itself is the caller's). */
 static engram_status_t create_host(engram_context_t *ctx, engram_table_t *t, engram_status_t st)
@@ -195,10 +267,10 @@ static engram_status_t create_host(engram_context_t *ctx, engram_table_t *t, eng
     if (st != ENGRAM_OK)
         goto err_free_local;
 
-    engram_reg_span_t span = t->shape.hybrid ? ENGRAM_REG_NODE_SPAN : ENGRAM_REG_RANK;
-    st = ctx->ops->reg_symmetric(ctx->transport, t->shard, span, &t->shard_region);
+    st = shard_register(ctx, t);
     if (st != ENGRAM_OK)
         goto err_free_local;
+    engram_context_hold_progress(ctx, t->shard_flags, 1);
     st = engram_agree(ctx->group, ctx->ops->reg_local(ctx->transport, t->recv, &t->recv_region));
     if (st != ENGRAM_OK)
         goto err_dereg_shard;
@@ -211,6 +283,7 @@ err_dereg_recv:
     ctx->ops->dereg(ctx->transport, t->recv_region);
 err_dereg_shard:
     ctx->ops->dereg(ctx->transport, t->shard_region);
+    engram_context_hold_progress(ctx, t->shard_flags, -1);
 err_free_local:
     if (t != NULL)
         free_local(t);
@@ -235,6 +308,10 @@ engram_status_t engram_table_create(engram_context_t *ctx, const engram_table_pa
     if (st != ENGRAM_OK) {
         free(t);
         return st;
+    }
+    if (params->recv == ENGRAM_RECV_CUDA) { /* its host mirror, if any, is a registered segment */
+        t->shard_flags = ctx->caps.flags & ENGRAM_CAP_OWNER_PROGRESS;
+        engram_context_hold_progress(ctx, t->shard_flags, 1);
     }
     ctx->live_tables++;
     *out = t;
@@ -263,6 +340,7 @@ engram_status_t engram_table_destroy(engram_table_t *t)
         ctx->ops->dereg(ctx->transport, t->shard_region);
         free_local(t);
     }
+    engram_context_hold_progress(ctx, t->shard_flags, -1);
     ctx->live_tables--;
     free(t);
     return st;
