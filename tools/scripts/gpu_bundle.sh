@@ -16,22 +16,34 @@ if ((${#targets[@]} == 0)); then
     echo "gpu_bundle: no targets tagged gpu (is CUDA installed here?)" >&2
     exit 1
 fi
-"${bazel_cmd[@]}" build --config=cuda "${targets[@]}"
+# Shared objects the GPU tests load at run time (tagged gpu_data) go into
+# bin/ next to them, where the tests look by default.
+mapfile -t data < <("${bazel_cmd[@]}" query --noshow_progress 'attr(tags, "\bgpu_data\b", //...)' 2>/dev/null)
+"${bazel_cmd[@]}" build --config=cuda "${targets[@]}" "${data[@]}"
 bin=$("${bazel_cmd[@]}" info --config=cuda bazel-bin 2>/dev/null)
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"
 : >"$bundle/tests.txt"
 : >"$bundle/benches.txt"
+# Copies a built file (label path) into bin/ and the shared libraries it
+# loads into lib/; glibc (libc, libm, libdl, libpthread, librt, the loader)
+# comes from the GPU host.
+pack() {
+    cp "$bin/$1" "$bundle/bin/"
+    ldd "$bin/$1" | awk '$3 ~ /^\// {print $3}' |
+        grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
+        while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
+}
 for t in "${targets[@]}"; do
     path=${t#//}
     path=${path/://}
-    cp "$bin/$path" "$bundle/bin/"
+    pack "$path"
     kind=$("${bazel_cmd[@]}" query --noshow_progress --output=label_kind "$t" 2>/dev/null | cut -d' ' -f1)
     if [[ $kind == cc_test ]]; then echo "${path##*/}" >>"$bundle/tests.txt"; else echo "${path##*/}" >>"$bundle/benches.txt"; fi
-    # glibc (libc, libm, libdl, libpthread, librt, the loader) comes from the GPU host.
-    ldd "$bin/$path" | awk '$3 ~ /^\// {print $3}' |
-        grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
-        while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
+done
+for t in "${data[@]}"; do
+    path=${t#//}
+    pack "${path/://}"
 done
 cp tools/scripts/run_gpu_tier.sh "$bundle/run_gpu_tier.sh"
 git rev-parse HEAD >"$bundle/commit.txt" 2>/dev/null || true
