@@ -3,7 +3,11 @@
 // owned by other nodes are left for the host transport's staged copy, which
 // scatter_rows places afterwards on the same stream. Each thread keeps
 // UNROLL independent vector loads in flight before its first store, so a few
-// SMs hide the latency of reads across PCIe or NVLink.
+// SMs hide the latency of reads across PCIe or NVLink. The kernel is
+// launched with programmatic dependent launch so back-to-back fetches
+// overlap one launch with the previous kernel's tail; it waits for its
+// predecessor before touching memory, so stream order is kept
+// (gather_order_test).
 #include <cuda_runtime.h>
 
 #include "engram/gpu/gather.h"
@@ -23,6 +27,11 @@ template <typename V>
 __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gather_args_t a, int vpr_log2)
 {
     __shared__ unsigned long long bad_count, bad_first;
+    // Launched with programmatic stream serialization: wait until the work
+    // before us on the stream is complete and visible (stream order holds),
+    // then let the next fetch's launch start while this one drains.
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;");
     if (threadIdx.x == 0) {
         bad_count = 0;
         bad_first = ~0ull;
@@ -124,8 +133,19 @@ extern "C" int engram_gpu_gather_launch(const engram_gpu_gather_args_t *a, int b
     return by_vector(a->row_bytes, [&](auto v) {
         using V = decltype(v);
         const uint32_t vpr = a->row_bytes / sizeof(V);
-        gather_rows<V><<<blocks, kThreads, 0, s>>>(*a, engram_route_log2(vpr));
-        return cudaGetLastError();
+        // Back-to-back fetches spend ~1 us per launch between kernels;
+        // overlapping it is worth 0.84 -> 0.90 of cudaMemcpyPeer on 512
+        // tokens (docs/BENCHMARKS.md).
+        cudaLaunchAttribute pdl;
+        pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        pdl.val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3((unsigned)blocks);
+        cfg.blockDim = dim3(kThreads);
+        cfg.stream = s;
+        cfg.attrs = &pdl;
+        cfg.numAttrs = 1;
+        return cudaLaunchKernelEx(&cfg, gather_rows<V>, *a, engram_route_log2(vpr));
     });
 }
 
