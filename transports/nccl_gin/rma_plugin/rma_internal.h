@@ -25,7 +25,7 @@ RMA_HIDDEN void rma_set_logger(rma_logger_t log);
     X(cuMemRetainAllocationHandle) X(cuMemRelease) X(cuMemGetAddressRange) X(cuMemExportToShareableHandle) \
     X(cuMemImportFromShareableHandle) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap)              \
     X(cuMemUnmap) X(cuMemSetAccess) X(cuPointerGetAttribute) X(cuModuleLoadData) X(cuModuleUnload)        \
-    X(cuModuleGetFunction) X(cuLaunchKernel) X(cuGetErrorString)
+    X(cuModuleGetFunction) X(cuLaunchKernel) X(cuGetErrorString) X(cuMemGetAllocationPropertiesFromHandle)
 #define RMA_CU_FIELD(f) __typeof__(&f) f;
 typedef struct rma_driver {
     RMA_CU_FUNCS(RMA_CU_FIELD)

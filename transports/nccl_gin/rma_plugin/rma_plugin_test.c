@@ -93,6 +93,11 @@ static char *cumem(CUmemLocationType where, int dev, CUmemAllocationHandleType s
     CUmemAccessDesc a = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
                          .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CU_OK(cu.access(va, each * (size_t)nalloc, &a, 1));
+    if (where == CU_MEM_LOCATION_TYPE_HOST_NUMA) {
+        /* the CPU too, where the driver grants it (as engram's segments) */
+        a.location = p.location;
+        (void)cu.access(va, each * (size_t)nalloc, &a, 1);
+    }
     return (char *)(uintptr_t)va;
 }
 
@@ -410,7 +415,7 @@ int main(int argc, char **argv)
             me = r;
             link_fd = sv[r];
             close(sv[1 - r]);
-            alarm(240);
+            alarm(120);
             CUDA_OK(cudaGetDeviceCount(&ndev));
             CHECK(ndev >= 1);
             run_rank(path, ndev);

@@ -78,6 +78,23 @@ static void view_release(rma_view_t *v)
     memset(v, 0, sizeof(*v));
 }
 
+/* CPU access to the host-memory allocations of a view, where the driver
+ * grants it: the runtime may then touch them from either side in a copy.
+ * Without it the GPU's access is enough. */
+static void host_access(const rma_view_t *v)
+{
+    size_t off = 0;
+    for (int i = 0; i < v->nseg; i++) {
+        CUmemAllocationProp p;
+        if (rma_cu.cuMemGetAllocationPropertiesFromHandle(&p, v->handles[i]) == CUDA_SUCCESS &&
+            p.location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA) {
+            CUmemAccessDesc cpu = {.location = p.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+            (void)rma_cu.cuMemSetAccess(v->va + off, v->seg_len[i], &cpu, 1);
+        }
+        off += v->seg_len[i];
+    }
+}
+
 /* Maps a peer's exported allocations, back to back, and gives this GPU
  * read-write access to them. */
 static rma_result_t view_import(rma_comm_t *c, int peer, const reg_desc_t *d, const int *fds, rma_view_t *v)
@@ -123,6 +140,7 @@ static rma_result_t view_import(rma_comm_t *c, int peer, const reg_desc_t *d, co
     r = rma_cu.cuMemSetAccess(v->va, total, &access, 1);
     if (r != CUDA_SUCCESS)
         goto cuda_failed;
+    host_access(v);
     v->base = (char *)(uintptr_t)(v->va + d->first_offset);
     return RMA_SUCCESS;
 cuda_failed:
