@@ -170,6 +170,10 @@ void engram_ucx_quiesce(engram_transport_t *t, const char *why)
     ENGRAM_WARN("ucx: %s, so peers may still have gets on their way to memory that is being deregistered; "
                 "every worker is destroyed first (this transport now fails gets and flushes)", why);
     snprintf(t->quiesced, sizeof(t->quiesced), "%s", why);
+    /* Held direct gets are dropped: at close their memory may be gone
+     * (dereg copies them before it gets here). */
+    for (int i = 0; i < t->nqueues; i++)
+        t->queues[i].nheld = 0;
     engram_ucx_rkeys_destroy(t);
     for (int i = 0; i < t->nqueues; i++) {
         engram_ucx_queue_enter(&t->queues[i]);
@@ -191,6 +195,7 @@ static void ucx_close(engram_transport_t *t)
     for (int q = 0; q < t->nqueues; q++) {
         queue_shutdown(t, &t->queues[q]);
         free(t->queues[q].conns);
+        free(t->queues[q].held);
     }
     free(t->queues);
     if (t->ctx != NULL)
@@ -317,6 +322,11 @@ static engram_status_t ucx_open(engram_group_t *group, const struct engram_confi
     if (st != ENGRAM_OK)
         goto close_t;
     for (int q = 0; q < t->nqueues; q++) {
+        t->queues[q].held = malloc(UCX_HELD_DEPTH * sizeof(*t->queues[q].held));
+        if (t->queues[q].held == NULL) {
+            st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ucx open: out of memory for queue %d's held gets", q);
+            goto close_t;
+        }
         /* One thread at a time per queue (the transport contract). */
         ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                                   .thread_mode = UCS_THREAD_MODE_SINGLE};
@@ -413,4 +423,5 @@ const engram_transport_ops_t engram_ucx_ops = {
     .describe = engram_ucx_describe,
     .close = ucx_close,
     .progress = engram_ucx_progress,
+    .alloc_symmetric = engram_ucx_alloc_symmetric,
 };

@@ -21,8 +21,18 @@ typedef struct ucx_conn {
     engram_transport_t *t;
     int rank;
     unsigned inflight;      /* this endpoint's share of queue->inflight */
+    unsigned posted;        /* ucp_get_nbx calls since the last flush: none, nothing to flush */
     ucs_status_t get_error; /* first failed get since the last flush reported it */
 } ucx_conn_t;
+
+/* A direct get (peer memory mapped here) waiting for the doorbell. */
+typedef struct ucx_held {
+    char *dst;
+    const char *src;
+    size_t len;
+} ucx_held_t;
+
+#define UCX_HELD_DEPTH 1024
 
 struct ucx_queue {
     /* Held by the queue's own calls and, briefly, by another queue's
@@ -33,6 +43,11 @@ struct ucx_queue {
     ucx_conn_t *conns; /* [size] */
     unsigned inflight; /* gets posted whose completion callback has not run */
     engram_request_t *requests; /* flushes not yet freed by the caller */
+    /* Direct gets since the last doorbell, copied in one prefetching loop.
+     * Only the queue's own calls and dereg/close touch them, never
+     * serve_others, so direct gets do not take `busy`. */
+    ucx_held_t *held; /* [UCX_HELD_DEPTH] */
+    unsigned nheld;
 };
 
 struct engram_region {
@@ -46,6 +61,13 @@ struct engram_region {
     uint64_t *remote_base; /* [npeers]: the peer's address of its region */
     size_t remote_size;    /* bytes each peer's region holds */
     ucp_rkey_h *rkeys;     /* [nqueues * npeers], unpacked on each queue's endpoint */
+    /* [npeers]: the peer's region mapped into this process (ucp_rkey_ptr:
+     * posix/sysv/xpmem memory UCX allocated; this rank's own region), read
+     * with memcpy, no request, no owner CPU; NULL where gets go through
+     * ucp_get_nbx. Only queue 0's rkey is unpacked for such a peer. Whole
+     * array NULL after a quiesce. */
+    char **direct;
+    bool allocated; /* memh's memory is UCX's (alloc_symmetric) */
     engram_segment_span_t node_span; /* hybrid: node-mates' segments back to back */
 };
 
@@ -93,6 +115,9 @@ engram_status_t engram_ucx_allgather_blobs(engram_group_t *group, const void *mi
 
 engram_status_t engram_ucx_reg_symmetric(engram_transport_t *t, engram_segment_t *seg, engram_reg_span_t span,
                                          engram_region_t **out);
+engram_status_t engram_ucx_alloc_symmetric(engram_transport_t *t, const engram_segment_params_t *params,
+                                           engram_reg_span_t span, engram_region_t **out, void **addr,
+                                           uint32_t *region_flags);
 engram_status_t engram_ucx_reg_local(engram_transport_t *t, engram_segment_t *seg, engram_region_t **out);
 void engram_ucx_dereg(engram_transport_t *t, engram_region_t *region);
 /* Destroys every worker (`why`: a peer failure): peers' gets still on
@@ -100,6 +125,9 @@ void engram_ucx_dereg(engram_transport_t *t, engram_region_t *region);
  * requests still open end with ENGRAM_ERR_PEER. */
 void engram_ucx_quiesce(engram_transport_t *t, const char *why);
 void engram_ucx_rkeys_destroy(engram_transport_t *t);
+/* Copies every held direct get of every queue (before memory they read or
+ * write goes away). */
+void engram_ucx_ring_all(engram_transport_t *t);
 /* Ends the queue's open requests with ENGRAM_ERR_PEER (the queue held). */
 void engram_ucx_requests_cancel(engram_transport_t *t, ucx_queue_t *q);
 /* A failed rank (pid checks included), or -1 when none is known. */
