@@ -49,6 +49,14 @@ bool engram_context_needs_progress(const engram_context_t *ctx)
     return ctx->progress_regions > 0;
 }
 
+const engram_gpu_launcher_ops_t *engram_context_gpu_launcher(const engram_context_t *ctx)
+{
+    if (!(ctx->caps.flags & ENGRAM_CAP_GPU_INITIATED) ||
+        ctx->ops->size < offsetof(engram_transport_ops_t, gpu_launcher) + sizeof(ctx->ops->gpu_launcher))
+        return NULL;
+    return ctx->ops->gpu_launcher;
+}
+
 /* Group hook: while this rank waits in a collective, its transport keeps
  * serving the peers' gets (errors surface at the peers' waits). */
 static void serve_peers(void *arg)

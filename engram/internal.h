@@ -89,6 +89,8 @@ engram_status_t engram_fetch_test_flushes(engram_fetch_t *f);
 /* Whether gets complete only while owners call ops->progress: some
  * symmetric region of the context needs it. */
 bool engram_context_needs_progress(const engram_context_t *ctx);
+/* The transport's fetch launcher (GPU-initiated backends), or NULL. */
+const engram_gpu_launcher_ops_t *engram_context_gpu_launcher(const engram_context_t *ctx);
 /* Counts a symmetric region in (delta 1, after its registration) or out
  * (-1, after its dereg) when region_flags has ENGRAM_CAP_OWNER_PROGRESS;
  * the group's progress hook serves peers while any is counted. Collective

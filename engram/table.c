@@ -51,6 +51,11 @@ static engram_status_t check_params(const engram_context_t *ctx, const engram_ta
     if (p->entries_per_rank > (uint64_t)INT64_MAX / ranks)
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "table params: %llu entries x %llu ranks exceed int64 indices",
                             (unsigned long long)p->entries_per_rank, (unsigned long long)ranks);
+    if (p->recv == ENGRAM_RECV_HOST && !(ctx->caps.flags & ENGRAM_CAP_HOST_INITIATED))
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
+                            "recv=HOST: transport %s posts gets only from GPU kernels; create the table with "
+                            "recv=CUDA and fetch with engram_fetch_on_stream",
+                            ctx->ops->name);
     if (ctx->cfg.mode == ENGRAM_MODE_HYBRID && !(ctx->caps.flags & ENGRAM_CAP_HYBRID))
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "mode=hybrid: transport %s has no node-span regions",
                             ctx->ops->name);

@@ -31,7 +31,8 @@
       "mlx5dv: the device to open; empty = the first mlx5 device") \
     X(gpu_sms, INT, "0", "0..4096", "recv=cuda: SMs the fetch kernel occupies (one block each); 0 = all")   \
     X(gpu_table, ENUM, "host_numa", "host_numa|device",                                               \
-      "recv=cuda: table shards in host memory on the GPU's NUMA node, or in GPU memory (peers over NVLink)")
+      "recv=cuda: table shards in host memory on the GPU's NUMA node, or in GPU memory (peers over NVLink)") \
+    X(gin_queue_depth, INT, "0", "0..65536", "nccl_gin: GIN queue depth per context and peer; 0 = NCCL's default")
 
 #define ENGRAM_CONFIG_FIELD_INT(name) int64_t name;
 #define ENGRAM_CONFIG_FIELD_ENUM(name) int name;

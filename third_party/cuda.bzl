@@ -21,9 +21,10 @@ _NVCC_FLAGS = " ".join([
     "-I$(GENDIR)",
 ])
 
-def cuda_library(name, srcs, hdrs = [], cu_hdrs = [], deps = [], **kwargs):
+def cuda_library(name, srcs, hdrs = [], cu_hdrs = [], deps = [], nvcc_flags = [], **kwargs):
     """srcs: .cu files; hdrs: the library's headers; cu_hdrs: other headers
-    the .cu files include (declared so edits rebuild the objects)."""
+    the .cu files include (declared so edits rebuild the objects);
+    nvcc_flags: added to nvcc's command line (e.g. an -I for cu_hdrs)."""
     if not NVCC_AVAILABLE:
         print("engram: CUDA sources of //%s:%s skipped: %s" % (native.package_name(), name, NVCC_REASON))
         cc_library(name = name, hdrs = hdrs, deps = deps, **kwargs)
@@ -35,7 +36,7 @@ def cuda_library(name, srcs, hdrs = [], cu_hdrs = [], deps = [], **kwargs):
             name = "%s_nvcc_%s" % (name, src.replace("/", "_").replace(".", "_")),
             srcs = [src] + hdrs + cu_hdrs,
             outs = [obj],
-            cmd = "%s %s -c $(location %s) -o $@" % (NVCC, _NVCC_FLAGS, src),
+            cmd = "%s %s %s -c $(location %s) -o $@" % (NVCC, _NVCC_FLAGS, " ".join(nvcc_flags), src),
             message = "nvcc %s" % src,
         )
         objs.append(obj)

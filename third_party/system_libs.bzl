@@ -20,12 +20,14 @@ def _write(ctx, available, reason, version, cc_library_body):
                       "exports_files([\"defs.bzl\"])\n\n" + cc_library_body)
 
 def _absent(ctx, reason):
-    _write(ctx, False, reason, "", "cc_library(name = \"lib\")\n")
+    _write(ctx, False, reason, "", "cc_library(name = \"lib\")\n\nfilegroup(name = \"headers\")\n")
 
 def _lib_body(includes, linkopts, hdrs_glob = None):
+    """//:lib, and //:headers: the same headers as a filegroup, for rules
+    that are not cc rules (nvcc genrules)."""
     hdrs = "glob([%r], allow_empty = True)" % hdrs_glob if hdrs_glob else "[]"
     return ("cc_library(\n    name = \"lib\",\n    hdrs = %s,\n    includes = %r,\n" +
-            "    linkopts = %r,\n)\n") % (hdrs, includes, linkopts)
+            "    linkopts = %r,\n)\n\nfilegroup(name = \"headers\", srcs = %s)\n") % (hdrs, includes, linkopts, hdrs)
 
 def _version_of(ctx, header, macros):
     content = ctx.read(header)

@@ -3,6 +3,10 @@
 
 NOT_IMPLEMENTED = "backend not implemented in this build"
 
+# nccl_gin's device API: ncclGin::get arrived in 2.30.3, HOST_NUMA segments
+# in windows in 2.30.4.
+NCCL_GIN_MIN_VERSION = "2.30.4"
+
 def _version_tuple(version):
     return [int(p) if p.isdigit() else 0 for p in version.split(".")]
 

@@ -14,6 +14,9 @@
 #ifdef ENGRAM_HAVE_MLX5DV
 #include "transports/mlx5dv/mlx5dv.h"
 #endif
+#ifdef ENGRAM_HAVE_NCCL_GIN
+#include "transports/nccl_gin/nccl_gin.h"
+#endif
 
 #if !defined(ENGRAM_UCX_ABSENT_REASON) || !defined(ENGRAM_NCCL_GIN_ABSENT_REASON) || \
     !defined(ENGRAM_MLX5DV_ABSENT_REASON)
@@ -31,7 +34,11 @@ const engram_builtin_t engram_builtins[] = {
 #else
     {"ucx", NULL, ENGRAM_UCX_ABSENT_REASON, PRIO_UCX},
 #endif
+#ifdef ENGRAM_HAVE_NCCL_GIN
+    {"nccl_gin", &engram_nccl_gin_ops, NULL, PRIO_NCCL_GIN},
+#else
     {"nccl_gin", NULL, ENGRAM_NCCL_GIN_ABSENT_REASON, PRIO_NCCL_GIN},
+#endif
 #ifdef ENGRAM_HAVE_MLX5DV
     {"mlx5dv", &engram_mlx5dv_ops, NULL, PRIO_MLX5DV},
 #else

@@ -1,7 +1,13 @@
 /* GPU fetch: one kernel launch on the caller's stream and an event behind
  * it; test/wait poll the event and fold the blocks' bad-index tallies. On
  * more than one node, rows of other nodes come through the host transport
- * (gpu_remote.h) and the event moves behind their scatter. */
+ * (gpu_remote.h) and the event moves behind their scatter.
+ *
+ * With a GPU-initiated transport (fetch launcher) the launcher's issue
+ * kernel goes first, so its gets fly while the gather kernel loads the
+ * local rows, gathers the scales and applies the bad-index rule; the
+ * launcher's wait is queued on the stream by the first test/wait, so work
+ * the caller queues in between overlaps the transfer. */
 #include "engram/gpu/gpu_remote.h"
 #include "engram/gpu/gpu_state.h"
 #include "engram/gpu/gpu_table.h"
@@ -25,11 +31,57 @@ static engram_status_t check_args(const engram_table_t *t, const int64_t *indice
     return ENGRAM_OK;
 }
 
+static engram_status_t issue_launcher(engram_fetch_t *f, engram_gpu_table_t *g, int slot, const int64_t *indices,
+                                      void *stream)
+{
+    const engram_table_t *t = f->table;
+    engram_gpu_issue_t is = {
+        .size = sizeof(is),
+        .shape = &t->shape,
+        .indices = indices,
+        .num_tokens = f->num_tokens,
+        .entries_per_token = t->params.entries_per_token,
+        .row_bytes = t->params.row_bytes,
+        .rows_off = (uint64_t)((char *)f->rows - g->base),
+        .first_local_peer = g->first_peer,
+        .local_peers = g->local_peers,
+        .flush_depth = (uint32_t)t->ctx->cfg.flush_depth,
+        .first_queue = f->first_queue,
+        .num_queues = f->num_queues,
+        .slot = slot,
+    };
+    engram_status_t st = g->launcher->issue(g->launch, &is, stream);
+    g->wait_pending[slot] = st == ENGRAM_OK;
+    g->wait_stream[slot] = stream;
+    return st;
+}
+
+/* Queues the launcher's wait and the slot's event behind it. */
+static engram_status_t queue_wait(engram_gpu_table_t *g, int slot)
+{
+    g->wait_pending[slot] = false;
+    engram_status_t st = g->launcher->wait(g->launch, slot, g->wait_stream[slot]);
+    cudaError_t ce = cudaEventRecord(g->done[slot], (cudaStream_t)g->wait_stream[slot]);
+    if (st == ENGRAM_OK && ce != cudaSuccess)
+        st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "GPU fetch: recording the event behind the wait: %s",
+                          cudaGetErrorString(ce));
+    if (st != ENGRAM_OK)
+        cudaStreamSynchronize((cudaStream_t)g->wait_stream[slot]);
+    return st;
+}
+
 static engram_status_t launch(engram_fetch_t *f, engram_gpu_table_t *g, int slot, const int64_t *indices,
                               void *stream)
 {
     const engram_table_t *t = f->table;
     cudaError_t ce = cudaSuccess;
+    if (g->launch != NULL)
+        g->wait_pending[slot] = false;
+    if (f->num_tokens > 0 && g->launch != NULL) {
+        engram_status_t st = issue_launcher(f, g, slot, indices, stream);
+        if (st != ENGRAM_OK)
+            return st;
+    }
     if (f->num_tokens > 0) {
         if (g->remote != NULL) {
             engram_status_t st = engram_gpu_remote_copy_indices(f, slot, indices, stream);
@@ -39,7 +91,7 @@ static engram_status_t launch(engram_fetch_t *f, engram_gpu_table_t *g, int slot
         engram_gpu_gather_args_t a = {
             .shape = t->shape,
             .indices = indices,
-            .span = g->base + g->recv_bytes,
+            .span = g->local_span,
             .peer_stride = g->peer_stride,
             .first_peer = g->first_peer,
             .local_peers = g->local_peers,
@@ -55,10 +107,18 @@ static engram_status_t launch(engram_fetch_t *f, engram_gpu_table_t *g, int slot
             .bad = g->bad + (size_t)slot * g->blocks,
         };
         ce = (cudaError_t)engram_gpu_gather_launch(&a, g->blocks, stream);
-        if (ce != cudaSuccess)
-            return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "engram_fetch_on_stream: kernel launch: %s",
-                                cudaGetErrorString(ce));
+        if (ce != cudaSuccess) {
+            engram_status_t st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "engram_fetch_on_stream: kernel launch: %s",
+                                              cudaGetErrorString(ce));
+            /* The launcher's gets write into the slot: done before it is free. */
+            if (g->launch != NULL && g->wait_pending[slot])
+                (void)queue_wait(g, slot);
+            cudaStreamSynchronize((cudaStream_t)stream);
+            return st;
+        }
     }
+    if (g->launch != NULL && g->wait_pending[slot])
+        return ENGRAM_OK; /* the event follows the launcher's wait (queue_wait) */
     ce = cudaEventRecord(g->done[slot], (cudaStream_t)stream);
     if (ce != cudaSuccess) {
         /* Without the event nothing tells when the slot is free again. */
@@ -100,6 +160,14 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_t *f)
     int slot = (int)(f - t->slots);
     if (g->remote != NULL && engram_gpu_remote_test(f, slot) == ENGRAM_INPROGRESS)
         return ENGRAM_INPROGRESS;
+    if (g->launch != NULL && g->wait_pending[slot]) {
+        engram_status_t st = queue_wait(g, slot);
+        if (st != ENGRAM_OK) {
+            f->completed = true;
+            f->status = st;
+            return st;
+        }
+    }
     cudaError_t ce = cudaEventQuery(g->done[slot]);
     if (ce == cudaErrorNotReady)
         return ENGRAM_INPROGRESS;

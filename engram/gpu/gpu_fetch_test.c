@@ -4,7 +4,12 @@
  * over posix and tcp), direct and hybrid, bf16 and fp8+scales in both
  * layouts, odd row sizes, shards in host-NUMA or device memory, several
  * fetches in flight, and bad indices zero-filled and reported. Needs a GPU
- * (tagged gpu). */
+ * (tagged gpu).
+ * Built with ENGRAM_GPU_TEST_NCCL_GIN (//transports/nccl_gin:nccl_gin_fetch_test)
+ * it runs the same checks through transport=nccl_gin instead: 2 ranks, one
+ * per GPU, as 1 node x 2 and as 2 emulated nodes x 1 (each with its own
+ * NCCL_HOSTID, so NCCL's nodes are the group's), direct and hybrid; a
+ * host-receive table is refused there. */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,12 +181,32 @@ static void check_bad_indices(harness_t *h, cudaStream_t s, bool col)
     CHECK(last_bad.count == 3 && last_bad.token == 3 && last_bad.entry == 2);
 }
 
+/* GPU-initiated transports take no host-receive table. */
+static void check_host_table_refused(engram_group_t *g, const scenario_t *sc)
+{
+    engram_table_params_t p = {.size = sizeof(p), .entries_per_rank = 64, .row_bytes = 256, .entries_per_token = EPT,
+                               .max_tokens = 8, .recv = ENGRAM_RECV_HOST};
+    harness_t h;
+    CHECK_STATUS(harness_open(&h, g, sc->transport, sc->hybrid, &p), ENGRAM_ERR_UNSUPPORTED);
+    CHECK_OK(engram_context_destroy(h.ctx));
+}
+
 static int rank_main(engram_group_t *g, void *arg)
 {
     const scenario_t *sc = arg;
     int devices = 0;
     CUDA_CHECK(cudaGetDeviceCount(&devices));
-    CUDA_CHECK(cudaSetDevice(engram_group_local_rank(g) % devices));
+    bool gin = strcmp(sc->transport, "nccl_gin") == 0;
+    int rank = engram_group_rank(g), local = engram_group_local_size(g);
+    /* emulated nodes: one GPU each where there are enough, and NCCL told
+     * which node it is on */
+    CUDA_CHECK(cudaSetDevice((gin ? rank : engram_group_local_rank(g)) % devices));
+    char hostid[32];
+    snprintf(hostid, sizeof(hostid), "engram-node-%d", rank / local);
+    if (gin && local < engram_group_size(g))
+        setenv("NCCL_HOSTID", hostid, 1);
+    if (gin)
+        check_host_table_refused(g, sc);
     setenv("ENGRAM_GPU_TABLE", sc->gpu_table, 1);
     if (sc->ucx_tls)
         setenv("UCX_TLS", sc->ucx_tls, 1);
@@ -216,6 +241,14 @@ static int rank_main(engram_group_t *g, void *arg)
 
 int main(void)
 {
+#ifdef ENGRAM_GPU_TEST_NCCL_GIN
+    static const scenario_t shapes[] = {
+        {2, 2, false, "host_numa", "nccl_gin", NULL},
+        {2, 2, true, "host_numa", "nccl_gin", NULL},
+        {2, 1, false, "host_numa", "nccl_gin", NULL},
+        {2, 1, true, "host_numa", "nccl_gin", NULL},
+        {2, 2, false, "device", "nccl_gin", NULL}};
+#else
     static const scenario_t shapes[] = {
         {1, 1, false, "host_numa", "loopback", NULL},
         {4, 4, false, "host_numa", "loopback", NULL},
@@ -231,6 +264,7 @@ int main(void)
         {4, 2, true, "host_numa", "ucx", "posix,self"},
         {4, 2, true, "device", "ucx", "tcp,self"},
         {4, 2, false, "host_numa", "ucx", "tcp,self"}};
+#endif
     /* every scenario runs, so one failure does not hide the others */
     int failed = 0;
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {

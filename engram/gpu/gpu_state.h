@@ -29,6 +29,14 @@ typedef struct engram_gpu_table {
     engram_gpu_bad_t *bad;        /* host-mapped, [slots][blocks] */
     cudaEvent_t *done;            /* [slots]: recorded after each fetch's last GPU work */
     engram_gpu_remote_t *remote;  /* rows owned by other nodes; NULL on a one-node group */
+    /* GPU-initiated transport (hal/gpu_launcher.h): its kernel fetches the
+     * rows of routed peers outside [first_peer, first_peer + local_peers),
+     * and remote stays NULL. */
+    const engram_gpu_launcher_ops_t *launcher;
+    engram_gpu_launch_t *launch;
+    void **wait_stream; /* [slots]: stream of an issue whose wait is not queued yet */
+    bool *wait_pending; /* [slots] */
+    const char *local_span; /* the gather kernel's shard of routed peer first_peer */
 } engram_gpu_table_t;
 
 #endif

@@ -25,10 +25,10 @@ static size_t round_up(size_t v, size_t a)
 engram_status_t engram_gpu_table_check(const engram_context_t *ctx, const engram_table_params_t *p)
 {
     int size = engram_group_size(ctx->group), local = engram_group_local_size(ctx->group);
-    if (local != size && !(ctx->caps.flags & ENGRAM_CAP_HOST_INITIATED))
+    if (local != size && !(ctx->caps.flags & ENGRAM_CAP_HOST_INITIATED) && engram_context_gpu_launcher(ctx) == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
-                            "recv=CUDA on %d nodes: rows owned by other nodes come through the host transport, "
-                            "and transport %s posts no host-initiated gets",
+                            "recv=CUDA on %d nodes: rows owned by other nodes need host-initiated gets or a fetch "
+                            "launcher, and transport %s offers neither",
                             size / local, ctx->ops->name);
     if ((uint64_t)p->max_tokens * p->entries_per_token > UINT32_MAX)
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "recv=CUDA: max_tokens %u x entries_per_token %u exceed 2^32 rows",
@@ -137,9 +137,14 @@ static engram_status_t map_span(engram_table_t *t, engram_gpu_table_t *g, const 
     if (st != ENGRAM_OK)
         return st;
     bool hybrid = t->shape.hybrid != 0;
-    g->first_peer = hybrid ? (uint32_t)(first / local) : (uint32_t)first;
-    g->local_peers = hybrid ? 1u : (uint32_t)local;
+    /* With a fetch launcher, direct mode loads only this rank's own rows
+     * here: every other rank is a peer of the launcher's, as on a NIC. */
+    bool own_only = !hybrid && g->launcher != NULL;
+    int me = engram_group_rank(grp);
+    g->first_peer = hybrid ? (uint32_t)(first / local) : (uint32_t)(own_only ? me : first);
+    g->local_peers = hybrid || own_only ? 1u : (uint32_t)local;
     g->peer_stride = hybrid ? 0 : t->shape.rank_stride;
+    g->local_span = g->base + g->recv_bytes + (own_only ? (size_t)(me - first) * shard_bytes : 0);
     for (int s = 0; s < t->num_slots; s++) {
         t->slots[s].rows = g->base + (uint64_t)s * t->slot_row_bytes;
         t->slots[s].sf = g->sf ? g->sf + (uint64_t)s * t->slot_sf_elems : NULL;
@@ -147,8 +152,39 @@ static engram_status_t map_span(engram_table_t *t, engram_gpu_table_t *g, const 
     return ENGRAM_OK;
 }
 
+/* Collective: the fetch launcher takes the span (every rank's has the same
+ * layout); the status is agreed. */
+static engram_status_t attach_launcher(engram_table_t *t, engram_gpu_table_t *g)
+{
+    engram_context_t *ctx = t->ctx;
+    g->wait_stream = calloc((size_t)t->num_slots, sizeof(*g->wait_stream));
+    g->wait_pending = calloc((size_t)t->num_slots, sizeof(*g->wait_pending));
+    engram_status_t st = g->wait_stream && g->wait_pending
+                             ? ENGRAM_OK
+                             : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: out of memory for %d slots", t->num_slots);
+    st = engram_agree(ctx->group, st);
+    if (st != ENGRAM_OK)
+        return st;
+    engram_gpu_span_t span = {
+        .size = sizeof(span),
+        .base = g->base,
+        .span_bytes = g->span_bytes,
+        .recv_bytes = g->recv_bytes,
+        .shard_bytes = t->shard->size,
+        .hybrid = t->shape.hybrid != 0,
+        .num_slots = t->num_slots,
+        .max_rows = t->params.max_tokens * t->params.entries_per_token,
+    };
+    return engram_agree(ctx->group, g->launcher->attach(ctx->transport, &span, &g->launch));
+}
+
 static void free_gpu(engram_table_t *t, engram_gpu_table_t *g)
 {
+    /* The launcher's window covers the span: it goes first. */
+    if (g->launch != NULL)
+        g->launcher->detach(g->launch);
+    free(g->wait_pending);
+    free(g->wait_stream);
     engram_gpu_remote_destroy(t, g);
     for (int s = 0; g->done != NULL && s < t->num_slots; s++)
         if (g->done[s] != NULL)
@@ -179,6 +215,8 @@ engram_status_t engram_gpu_table_create(engram_context_t *ctx, engram_table_t *t
         g = calloc(1, sizeof(*g));
         t->gpu = g;
         st = g ? alloc_local(t, g) : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: out of memory for its state");
+        if (g != NULL)
+            g->launcher = engram_context_gpu_launcher(ctx);
     }
     st = engram_agree(ctx->group, st);
     int my_fd = -1;
@@ -201,8 +239,10 @@ engram_status_t engram_gpu_table_create(engram_context_t *ctx, engram_table_t *t
                 close(fds[r]);
     }
     free(fds);
-    /* the same on every rank: the group's shape */
-    if (st == ENGRAM_OK && engram_group_local_size(ctx->group) < n)
+    /* the same on every rank: the transport and the group's shape */
+    if (st == ENGRAM_OK && g->launcher != NULL)
+        st = attach_launcher(t, g);
+    else if (st == ENGRAM_OK && engram_group_local_size(ctx->group) < n)
         st = engram_gpu_remote_create(t, g);
     if (st == ENGRAM_OK)
         return ENGRAM_OK;

@@ -6,7 +6,8 @@
 #   run_gpu_tier.sh   runs them all: bash run_gpu_tier.sh OUT_DIR
 #                     (OUT_DIR/gpu_tier.log and OUT_DIR/gpu_tier.json)
 # Usage: tools/scripts/gpu_bundle.sh [bundle_dir]   (default .gpubundle, git-ignored)
-# ENGRAM_BAZEL_OUTPUT_BASE picks a Bazel output base.
+# ENGRAM_BAZEL_OUTPUT_BASE picks a Bazel output base; NCCL_HOME an NCCL to
+# build against (its libnccl.so.2 goes into lib/, stripped).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bundle=${1:-.gpubundle}
@@ -45,7 +46,18 @@ for t in "${data[@]}"; do
     path=${t#//}
     pack "${path/://}"
 done
+# An NCCL built outside the system (NCCL_HOME: nccl_gin needs >= 2.30.4)
+# is the one the binaries were linked and their kernels compiled against;
+# stripped, since it is most of the bundle.
+if [[ -n ${NCCL_HOME:-} ]]; then
+    cp -L "$NCCL_HOME/lib/libnccl.so.2" "$bundle/lib/libnccl.so.2"
+    chmod u+w "$bundle/lib/libnccl.so.2"
+    strip --strip-unneeded "$bundle/lib/libnccl.so.2"
+fi
 cp tools/scripts/run_gpu_tier.sh "$bundle/run_gpu_tier.sh"
 git rev-parse HEAD >"$bundle/commit.txt" 2>/dev/null || true
 echo "gpu_bundle: $(wc -l <"$bundle/tests.txt") tests, $(wc -l <"$bundle/benches.txt") benches," \
     "$(ls "$bundle/lib" | wc -l) libraries, $(du -sh "$bundle" | cut -f1) in $bundle"
+# The device machine takes at most 64 MiB of carried (git-ignored) files.
+mib=$(du -sm "$bundle" | cut -f1)
+((mib <= 64)) || echo "gpu_bundle: warning: $mib MiB is over the 64 MiB a device run can carry" >&2

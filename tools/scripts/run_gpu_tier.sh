@@ -14,6 +14,11 @@ bench_lines=$out/gpu_bench.jsonl
 : >"$bench_lines"
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export ENGRAM_TIMEOUT_MS=${ENGRAM_TIMEOUT_MS:-120000}
+# nccl_gin on a host without a GIN NIC: NCCL's GIN proxy over the bundle's
+# NIC-less RMA plugin (transports/nccl_gin/README.md).
+if [[ -z ${NCCL_RMA_PLUGIN:-} && -f $here/bin/libnccl-rma-engram.so ]]; then
+    export NCCL_RMA_PLUGIN=$here/bin/libnccl-rma-engram.so
+fi
 {
     echo "=== GPU tier, $(date -u +%FT%TZ), host $(hostname), bundle of $(cat "$here/commit.txt" 2>/dev/null)"
     nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current \

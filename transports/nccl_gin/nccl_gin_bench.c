@@ -1,0 +1,170 @@
+/* nccl_gin issue and wait times: 2 ranks, one per GPU, as 2 emulated nodes
+ * x 1 (own NCCL_HOSTID each), direct mode, table in host-NUMA memory; every
+ * rank fetches DeepEP's decode shape (512 tokens x 24 rows of 256 bytes)
+ * of rows owned by the other rank only, so every row crosses GIN. Per
+ * fetch, CUDA events on the fetch's stream time
+ *   issue: engram_fetch_on_stream's kernels (issue + local gather),
+ *   wait:  from there to the end of the launcher's wait kernel,
+ * and the medians over the timed fetches are printed (rank 0) and, with a
+ * path argument, appended there as one JSON line. Needs 2 GPUs and NCCL's
+ * GIN (on a host without a GIN NIC: the RMA plugin, README.md).
+ * Usage: nccl_gin_bench [json_path] */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engram/engram.h"
+#include "tools/bench/bench.h"
+
+#define EPR (1u << 20) /* 256 MiB of rows per rank */
+#define ROW_BYTES 256u
+#define EPT 24u
+#define TOKENS 512u
+#define WARMUP 20
+#define TIMED 200
+
+static int fail(const char *what, int rc)
+{
+    fprintf(stderr, "nccl_gin_bench: %s failed (%d): %s\n", what, rc, engram_last_error());
+    exit(1);
+}
+#define CK(expr)                                        \
+    do {                                                \
+        int rc_ = (int)(expr);                          \
+        if (rc_ != 0)                                   \
+            fail(#expr, rc_);                           \
+    } while (0)
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static float median(float *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_float);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Rows of the other rank only, uniform. */
+static void make_indices(int rank, uint64_t seed, int64_t *out)
+{
+    bench_case_t c = {.ranks = 2, .entries_per_rank = EPR, .tokens = TOKENS, .entries_per_token = EPT,
+                      .dist = BENCH_DIST_UNIFORM, .seed = seed};
+    bench_make_indices(&c, rank, 0, out);
+    for (uint32_t i = 0; i < TOKENS * EPT; i++)
+        out[i] = out[i] % EPR + (int64_t)(1 - rank) * EPR;
+}
+
+static bool rows_match(const int64_t *idx, const void *d_rows)
+{
+    size_t n = (size_t)TOKENS * EPT;
+    uint8_t *got = malloc(n * ROW_BYTES), want[ROW_BYTES];
+    CK(cudaMemcpy(got, d_rows, n * ROW_BYTES, cudaMemcpyDeviceToHost));
+    bool ok = true;
+    for (size_t i = 0; ok && i < n; i++) {
+        bench_fill_row((uint64_t)idx[i], ROW_BYTES, want);
+        ok = memcmp(got + i * ROW_BYTES, want, ROW_BYTES) == 0;
+    }
+    free(got);
+    return ok;
+}
+
+static int rank_main(engram_group_t *g, void *arg)
+{
+    const char *json = arg;
+    int rank = engram_group_rank(g), devices = 0;
+    CK(cudaGetDeviceCount(&devices));
+    CK(cudaSetDevice(rank % devices));
+    char hostid[32];
+    snprintf(hostid, sizeof(hostid), "engram-node-%d", rank);
+    setenv("NCCL_HOSTID", hostid, 1);
+    engram_config_t *cfg;
+    CK(engram_config_create(&cfg));
+    CK(engram_config_set(cfg, "transport", "nccl_gin"));
+    engram_context_t *ctx;
+    CK(engram_context_create(cfg, g, &ctx));
+    engram_config_destroy(cfg);
+    engram_table_params_t p = {.size = sizeof(p), .entries_per_rank = EPR, .row_bytes = ROW_BYTES,
+                               .entries_per_token = EPT, .max_tokens = TOKENS, .recv = ENGRAM_RECV_CUDA};
+    engram_table_t *t;
+    CK(engram_table_create(ctx, &p, &t));
+    uint8_t *rows = malloc((size_t)EPR * ROW_BYTES);
+    for (uint32_t i = 0; i < EPR; i++)
+        bench_fill_row((uint64_t)rank * EPR + i, ROW_BYTES, rows + (size_t)i * ROW_BYTES);
+    CK(engram_write(t, rows, ROW_BYTES, NULL));
+    free(rows);
+
+    enum { SETS = 8 };
+    size_t n = (size_t)TOKENS * EPT;
+    int64_t *idx = malloc(SETS * n * sizeof(int64_t)), *d_idx;
+    CK(cudaMalloc((void **)&d_idx, SETS * n * sizeof(int64_t)));
+    for (int s = 0; s < SETS; s++)
+        make_indices(rank, 1000 + (uint64_t)s, idx + s * n);
+    CK(cudaMemcpy(d_idx, idx, SETS * n * sizeof(int64_t), cudaMemcpyHostToDevice));
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaEvent_t ev[3];
+    for (int i = 0; i < 3; i++)
+        CK(cudaEventCreate(&ev[i]));
+    float issue_ms[TIMED], wait_ms[TIMED];
+    for (int it = 0; it < WARMUP + TIMED; it++) {
+        int s = it % SETS;
+        engram_fetch_t *f;
+        CK(cudaEventRecord(ev[0], st));
+        CK(engram_fetch_on_stream(t, d_idx + s * n, TOKENS, 0, st, &f));
+        CK(cudaEventRecord(ev[1], st));
+        engram_status_t ts = engram_test(f); /* queues the launcher's wait */
+        if (ts != ENGRAM_OK && ts != ENGRAM_INPROGRESS)
+            fail("engram_test", ts);
+        CK(cudaEventRecord(ev[2], st));
+        const void *d_rows;
+        CK(engram_wait(f, &d_rows, NULL));
+        CK(cudaEventSynchronize(ev[2]));
+        if (it == 0 && !rows_match(idx + s * n, d_rows))
+            fail("comparing the fetched rows with the reference", 1);
+        engram_fetch_release(f);
+        if (it >= WARMUP) {
+            CK(cudaEventElapsedTime(&issue_ms[it - WARMUP], ev[0], ev[1]));
+            CK(cudaEventElapsedTime(&wait_ms[it - WARMUP], ev[1], ev[2]));
+        }
+    }
+    float mi = median(issue_ms, TIMED), mw = median(wait_ms, TIMED);
+    double gbps = (double)n * ROW_BYTES / ((mi + mw) * 1e-3) / 1e9;
+    if (rank == 0) {
+        printf("nccl_gin_bench: %u tokens x %u rows x %u B, all rows of the other rank: issue %.1f us, "
+               "wait %.1f us (medians of %d), %.2f GB/s\n",
+               TOKENS, EPT, ROW_BYTES, mi * 1e3, mw * 1e3, TIMED, gbps);
+        if (json) {
+            FILE *fp = fopen(json, "a");
+            if (fp) {
+                fprintf(fp, "{\"bench\":\"nccl_gin\",\"tokens\":%u,\"ept\":%u,\"row_bytes\":%u,\"issue_us\":%.2f,"
+                            "\"wait_us\":%.2f,\"gbps\":%.3f,\"fetches\":%d}\n",
+                        TOKENS, EPT, ROW_BYTES, mi * 1e3, mw * 1e3, gbps, TIMED);
+                fclose(fp);
+            }
+        }
+    }
+    for (int i = 0; i < 3; i++)
+        cudaEventDestroy(ev[i]);
+    cudaStreamDestroy(st);
+    cudaFree(d_idx);
+    free(idx);
+    CK(engram_table_destroy(t));
+    CK(engram_context_destroy(ctx));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int codes[2] = {0, 0};
+    engram_status_t st = engram_group_fork_run(2, 1, rank_main, argc > 1 ? argv[1] : NULL, codes);
+    if (st != ENGRAM_OK) {
+        fprintf(stderr, "nccl_gin_bench: failed (%s), rank exit codes %d %d\n", engram_status_str(st), codes[0],
+                codes[1]);
+        return 1;
+    }
+    return 0;
+}

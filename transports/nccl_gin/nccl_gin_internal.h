@@ -1,0 +1,33 @@
+/* State shared by the nccl_gin transport (communicator) and its fetch
+ * launcher (windows, dev comms, kernels). */
+#ifndef ENGRAM_TRANSPORTS_NCCL_GIN_INTERNAL_H
+#define ENGRAM_TRANSPORTS_NCCL_GIN_INTERNAL_H
+
+#include <nccl.h>
+#include <stdbool.h>
+#include "hal/gpu_launcher.h"
+#include "hal/transport.h"
+
+/* Queues offered: one GIN context (and one kernel block) each. */
+#define ENGRAM_NCCL_GIN_MAX_QUEUES 16
+
+struct engram_transport {
+    engram_group_t *group;
+    ncclComm_t comm;
+    int rank, size, local_size;
+    bool hybrid;     /* RAIL connections, node spans */
+    int queue_depth; /* ginQueueDepth; 0 = NCCL's default */
+    int gin_type;    /* ncclGinType_t of the connections used */
+};
+
+extern const engram_gpu_launcher_ops_t engram_nccl_gin_launcher;
+
+/* An NCCL failure as an engram error, with NCCL's last error text. */
+engram_status_t engram_nccl_gin_error(ncclComm_t comm, const char *what, ncclResult_t r);
+
+/* Collective: OK only when every rank is; a rank that was fine reports
+ * the first failing rank. Each collective NCCL step is agreed before the
+ * next, so no rank enters an NCCL collective that its peers skipped. */
+engram_status_t engram_nccl_gin_agree(engram_transport_t *t, engram_status_t mine);
+
+#endif

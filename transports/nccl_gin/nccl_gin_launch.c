@@ -1,0 +1,185 @@
+/* The nccl_gin fetch launcher (hal/gpu_launcher.h): a table's span becomes
+ * one NCCL window (receive region + the node's shards, device and
+ * HOST_NUMA segments alike), with a dev comm of one GIN context per queue;
+ * issue and wait launch the kernels of nccl_gin_kernel.cu. */
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+
+#include "hal/log.h"
+#include "transports/nccl_gin/nccl_gin_internal.h"
+#include "transports/nccl_gin/nccl_gin_kernel.h"
+
+typedef struct slot_queues {
+    int first, num; /* the queues the slot's issue used: its requests */
+} slot_queues_t;
+
+struct engram_gpu_launch {
+    engram_transport_t *t;
+    engram_gpu_span_t span;
+    ncclWindow_t win;
+    void *devcomm;
+    uint32_t contexts;
+    uint32_t num_peers;          /* of the team: ranks (FULL) or nodes (RAIL) */
+    engram_nccl_gin_req_t *reqs; /* device, [slots][ENGRAM_NCCL_GIN_MAX_QUEUES][peers] */
+    uint8_t *flushed;            /* device, same shape: the request is live */
+    slot_queues_t *slots;
+};
+
+static engram_status_t cuda_error(const char *what, cudaError_t ce)
+{
+    return ENGRAM_ERROR(ENGRAM_ERR_TRANSPORT, "nccl_gin: %s: %s", what, cudaGetErrorString(ce));
+}
+
+static size_t per_slot(const engram_gpu_launch_t *l)
+{
+    return (size_t)ENGRAM_NCCL_GIN_MAX_QUEUES * l->num_peers;
+}
+
+static engram_status_t check_span(const engram_gpu_launch_t *l, const engram_gpu_span_t *s)
+{
+    if (s == NULL || s->size < sizeof(*s) || s->base == NULL || s->num_slots < 1)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "nccl_gin: attach: span description missing or incomplete");
+    if ((s->hybrid != 0) != l->t->hybrid)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "nccl_gin: attach: table is %s, the transport was opened %s",
+                            s->hybrid ? "hybrid" : "direct", l->t->hybrid ? "hybrid" : "direct");
+    if (l->num_peers > engram_nccl_gin_max_peers())
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "nccl_gin: %u peers exceed the kernel's %u", l->num_peers,
+                            engram_nccl_gin_max_peers());
+    return ENGRAM_OK;
+}
+
+static engram_status_t alloc_requests(engram_gpu_launch_t *l)
+{
+    size_t n = per_slot(l) * (size_t)l->span.num_slots;
+    l->slots = calloc((size_t)l->span.num_slots, sizeof(*l->slots));
+    if (l->slots == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "nccl_gin: out of memory for %d slots", l->span.num_slots);
+    cudaError_t ce = cudaMalloc((void **)&l->reqs, n * sizeof(*l->reqs));
+    if (ce == cudaSuccess)
+        ce = cudaMalloc((void **)&l->flushed, n);
+    return ce == cudaSuccess ? ENGRAM_OK : cuda_error("allocating the flush requests", ce);
+}
+
+static void free_launch(engram_gpu_launch_t *l)
+{
+    if (l->devcomm != NULL)
+        engram_nccl_gin_devcomm_destroy(l->t->comm, l->devcomm);
+    if (l->win != NULL)
+        ncclCommWindowDeregister(l->t->comm, l->win);
+    cudaFree(l->flushed);
+    cudaFree(l->reqs);
+    free(l->slots);
+    free(l);
+}
+
+static engram_status_t nccl_gin_attach(engram_transport_t *t, const engram_gpu_span_t *span,
+                                       engram_gpu_launch_t **out)
+{
+    engram_gpu_launch_t *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return engram_nccl_gin_agree(t, ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "nccl_gin: out of memory for a launcher"));
+    l->t = t;
+    l->num_peers = (uint32_t)(t->hybrid ? t->size / t->local_size : t->size);
+    engram_status_t st = check_span(l, span);
+    if (st == ENGRAM_OK) {
+        l->span = *span;
+        st = alloc_requests(l);
+    }
+    st = engram_nccl_gin_agree(t, st);
+    if (st != ENGRAM_OK)
+        goto err_free;
+    ncclResult_t r = ncclCommWindowRegister(t->comm, span->base, span->span_bytes, &l->win, NCCL_WIN_DEFAULT);
+    if (r != ncclSuccess)
+        st = engram_nccl_gin_error(t->comm, "ncclCommWindowRegister of the table's span", r);
+    else if (l->win == NULL)
+        st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "nccl_gin: NCCL made no window: this communicator has no "
+                                                  "symmetric memory (it needs cuMem and CUDA P2P among a node's ranks)");
+    st = engram_nccl_gin_agree(t, st);
+    if (st != ENGRAM_OK)
+        goto err_free;
+    r = (ncclResult_t)engram_nccl_gin_devcomm_create(t->comm, ENGRAM_NCCL_GIN_MAX_QUEUES, t->hybrid, t->queue_depth,
+                                                     &l->devcomm, &l->contexts);
+    if (r != ncclSuccess)
+        st = engram_nccl_gin_error(t->comm, t->hybrid ? "ncclDevCommCreate (GIN, RAIL connections)"
+                                                      : "ncclDevCommCreate (GIN, FULL connections)", r);
+    else if (l->contexts == 0)
+        st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "nccl_gin: the dev comm has no GIN context");
+    st = engram_nccl_gin_agree(t, st);
+    if (st != ENGRAM_OK)
+        goto err_free;
+    *out = l;
+    return ENGRAM_OK;
+
+err_free:
+    free_launch(l);
+    return st;
+}
+
+static engram_status_t nccl_gin_issue(engram_gpu_launch_t *l, const engram_gpu_issue_t *f, void *stream)
+{
+    if (f == NULL || f->size < sizeof(*f) || f->slot < 0 || f->slot >= l->span.num_slots || f->num_queues < 1 ||
+        f->first_queue < 0 || f->first_queue + f->num_queues > ENGRAM_NCCL_GIN_MAX_QUEUES)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "nccl_gin: issue: bad fetch description (slot %d, queues %d+%d)",
+                            f ? f->slot : -1, f ? f->first_queue : -1, f ? f->num_queues : -1);
+    const engram_transport_t *t = l->t;
+    size_t at = per_slot(l) * (size_t)f->slot;
+    engram_nccl_gin_issue_args_t a = {
+        .shape = *f->shape,
+        .indices = f->indices,
+        .num_tokens = f->num_tokens,
+        .entries_per_token = f->entries_per_token,
+        .row_bytes = f->row_bytes,
+        .flush_depth = f->flush_depth,
+        .rows_off = f->rows_off,
+        .recv_bytes = l->span.recv_bytes,
+        .shard_bytes = l->span.shard_bytes,
+        .local_size = (uint32_t)t->local_size,
+        .hybrid = t->hybrid,
+        .first_local_peer = f->first_local_peer,
+        .local_peers = f->local_peers,
+        .num_peers = l->num_peers,
+        .contexts = l->contexts,
+        .first_queue = f->first_queue,
+        .num_queues = f->num_queues,
+        .win = l->win,
+        .reqs = l->reqs + at,
+        .flushed = l->flushed + at,
+    };
+    cudaError_t ce = (cudaError_t)engram_nccl_gin_issue_launch(l->devcomm, &a, stream);
+    if (ce != cudaSuccess)
+        return cuda_error("launching the issue kernel", ce);
+    l->slots[f->slot] = (slot_queues_t){f->first_queue, f->num_queues};
+    return ENGRAM_OK;
+}
+
+static engram_status_t nccl_gin_wait(engram_gpu_launch_t *l, int slot, void *stream)
+{
+    if (slot < 0 || slot >= l->span.num_slots || l->slots[slot].num == 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_STATE, "nccl_gin: wait on slot %d, which has no issue", slot);
+    size_t at = per_slot(l) * (size_t)slot;
+    engram_nccl_gin_wait_args_t a = {
+        .num_peers = l->num_peers,
+        .contexts = l->contexts,
+        .first_queue = l->slots[slot].first,
+        .num_queues = l->slots[slot].num,
+        .reqs = l->reqs + at,
+        .flushed = l->flushed + at,
+    };
+    l->slots[slot].num = 0;
+    cudaError_t ce = (cudaError_t)engram_nccl_gin_wait_launch(l->devcomm, &a, stream);
+    return ce == cudaSuccess ? ENGRAM_OK : cuda_error("launching the wait kernel", ce);
+}
+
+static void nccl_gin_detach(engram_gpu_launch_t *l)
+{
+    if (l != NULL)
+        free_launch(l);
+}
+
+const engram_gpu_launcher_ops_t engram_nccl_gin_launcher = {
+    .size = sizeof(engram_gpu_launcher_ops_t),
+    .attach = nccl_gin_attach,
+    .issue = nccl_gin_issue,
+    .wait = nccl_gin_wait,
+    .detach = nccl_gin_detach,
+};

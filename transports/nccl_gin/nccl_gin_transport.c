@@ -1,0 +1,216 @@
+/* nccl_gin transport: an NCCL communicator made from the engram group
+ * (rank 0's ncclUniqueId through the group's allgather), checked for the
+ * device API and the GIN connections the mode needs. Tables attach to it
+ * through the fetch launcher (nccl_gin_launch.c).
+ *
+ * The kernels are compiled against one NCCL; the device API's structures
+ * are that version's, so the library loaded at run time must be the same
+ * version exactly (checked in available() and open()). */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "hal/log.h"
+#include "transports/nccl_gin/nccl_gin.h"
+#include "transports/nccl_gin/nccl_gin_internal.h"
+#include "transports/nccl_gin/nccl_gin_kernel.h"
+
+enum { GIN_TYPE_NONE = 0 }; /* ncclGinType_t's NCCL_GIN_TYPE_NONE */
+
+engram_status_t engram_nccl_gin_error(ncclComm_t comm, const char *what, ncclResult_t r)
+{
+    return ENGRAM_ERROR(ENGRAM_ERR_TRANSPORT, "nccl_gin: %s: %s (%s)", what, ncclGetErrorString(r),
+                        ncclGetLastError(comm));
+}
+
+static void version_text(int code, char *buf, size_t len)
+{
+    snprintf(buf, len, "%d.%d.%d", code / 10000, code / 100 % 100, code % 100);
+}
+
+/* Into reason (len bytes) when the loaded libnccl is not the one the
+ * kernels were compiled against; false then. */
+static bool version_matches(char *reason, size_t len)
+{
+    int have = 0;
+    ncclResult_t r = ncclGetVersion(&have);
+    if (r != ncclSuccess) {
+        snprintf(reason, len, "ncclGetVersion failed: %s", ncclGetErrorString(r));
+        return false;
+    }
+    if (have == engram_nccl_gin_built_version())
+        return true;
+    char h[32], b[32];
+    version_text(have, h, sizeof(h));
+    version_text(engram_nccl_gin_built_version(), b, sizeof(b));
+    snprintf(reason, len,
+             "the loaded libnccl is %s but the GIN kernels were compiled against NCCL %s; "
+             "load the NCCL of the build (NCCL_HOME/lib on LD_LIBRARY_PATH)",
+             h, b);
+    return false;
+}
+
+static bool nccl_gin_available(engram_group_t *group, const char **why)
+{
+    (void)group;
+    static __thread char reason[320];
+    int devices = 0;
+    cudaError_t ce = cudaGetDeviceCount(&devices);
+    if (ce != cudaSuccess || devices == 0) {
+        snprintf(reason, sizeof(reason), "no CUDA GPU visible (%s)",
+                 ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
+        *why = reason;
+        return false;
+    }
+    if (!version_matches(reason, sizeof(reason))) {
+        *why = reason;
+        return false;
+    }
+    return true;
+}
+
+engram_status_t engram_nccl_gin_agree(engram_transport_t *t, engram_status_t mine)
+{
+    int32_t st = mine, *all = malloc((size_t)t->size * sizeof(*all));
+    if (all == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "nccl_gin: out of memory agreeing on a status");
+    engram_status_t gst = engram_group_allgather(t->group, &st, all, sizeof(st));
+    for (int r = 0; gst == ENGRAM_OK && mine == ENGRAM_OK && r < t->size; r++)
+        if (all[r] != ENGRAM_OK)
+            mine = ENGRAM_ERROR((engram_status_t)all[r], "nccl_gin: rank %d failed (%s)", r,
+                                engram_status_str((engram_status_t)all[r]));
+    free(all);
+    return gst != ENGRAM_OK ? gst : mine;
+}
+
+/* Rank 0's unique id to every rank, with every rank's readiness. */
+typedef struct id_msg {
+    int32_t status;
+    ncclUniqueId id;
+} id_msg_t;
+
+static engram_status_t exchange_id(engram_transport_t *t, engram_status_t st, ncclUniqueId *out)
+{
+    id_msg_t mine = {.status = st};
+    if (st == ENGRAM_OK && t->rank == 0) {
+        ncclResult_t r = ncclGetUniqueId(&mine.id);
+        if (r != ncclSuccess)
+            mine.status = engram_nccl_gin_error(NULL, "ncclGetUniqueId", r);
+    }
+    id_msg_t *all = malloc((size_t)t->size * sizeof(*all));
+    if (all == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "nccl_gin: out of memory for %d ids", t->size);
+    engram_status_t gst = engram_group_allgather(t->group, &mine, all, sizeof(mine));
+    st = gst != ENGRAM_OK ? gst : (engram_status_t)mine.status;
+    for (int r = 0; st == ENGRAM_OK && r < t->size; r++)
+        if (all[r].status != ENGRAM_OK)
+            st = ENGRAM_ERROR((engram_status_t)all[r].status, "nccl_gin: rank %d could not start (%s)", r,
+                              engram_status_str((engram_status_t)all[r].status));
+    if (st == ENGRAM_OK)
+        *out = all[0].id;
+    free(all);
+    return st;
+}
+
+/* The device API and the connections the mode needs; in hybrid mode
+ * NCCL's nodes must be the group's, or rail peers would differ. */
+static engram_status_t check_props(engram_transport_t *t)
+{
+    engram_nccl_gin_props_t p;
+    ncclResult_t r = (ncclResult_t)engram_nccl_gin_query(t->comm, &p);
+    if (r != ncclSuccess)
+        return engram_nccl_gin_error(t->comm, "ncclCommQueryProperties", r);
+    if (!p.device_api)
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "nccl_gin: NCCL offers no device API on this communicator");
+    t->gin_type = t->hybrid ? p.railed_gin_type : p.gin_type;
+    if (t->gin_type == GIN_TYPE_NONE)
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
+                            "nccl_gin: NCCL offers no GIN with %s connections on this communicator (no GIN-capable "
+                            "NIC; on a host without one, load the NIC-less RMA plugin: transports/nccl_gin/README.md)",
+                            t->hybrid ? "RAIL" : "FULL");
+    int nodes = t->size / t->local_size;
+    if (t->hybrid && p.lsa_teams != nodes)
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
+                            "nccl_gin: mode=hybrid needs NCCL's nodes to be the group's, but NCCL sees %d and the "
+                            "group %d (local_size %d); give each node's ranks their own NCCL_HOSTID",
+                            p.lsa_teams, nodes, t->local_size);
+    return ENGRAM_OK;
+}
+
+static engram_status_t nccl_gin_open(engram_group_t *group, const struct engram_config *cfg,
+                                     engram_transport_t **out)
+{
+    engram_transport_t *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "nccl_gin: out of memory for the transport");
+    t->group = group;
+    t->rank = engram_group_rank(group);
+    t->size = engram_group_size(group);
+    t->local_size = engram_group_local_size(group);
+    t->hybrid = cfg->mode == ENGRAM_MODE_HYBRID;
+    t->queue_depth = (int)cfg->gin_queue_depth;
+    char reason[320];
+    engram_status_t st = ENGRAM_OK;
+    if (!version_matches(reason, sizeof(reason)))
+        st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "nccl_gin: %s", reason);
+    ncclUniqueId id;
+    st = exchange_id(t, st, &id);
+    if (st != ENGRAM_OK)
+        goto err_free;
+    ncclResult_t r = ncclCommInitRank(&t->comm, t->size, id, t->rank);
+    st = engram_nccl_gin_agree(t, r == ncclSuccess ? check_props(t) : engram_nccl_gin_error(NULL, "ncclCommInitRank", r));
+    if (st != ENGRAM_OK)
+        goto err_destroy_comm;
+    *out = t;
+    return ENGRAM_OK;
+
+err_destroy_comm:
+    if (t->comm != NULL)
+        ncclCommDestroy(t->comm);
+err_free:
+    free(t);
+    return st;
+}
+
+static void nccl_gin_caps(const engram_transport_t *t, engram_transport_caps_t *caps)
+{
+    *caps = (engram_transport_caps_t){
+        .flags = ENGRAM_CAP_GPU_INITIATED | ENGRAM_CAP_HYBRID | ENGRAM_CAP_CROSS_HOST,
+        .read_kinds = ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_CUDA_DEVICE) | ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_CUDA_HOST_NUMA),
+        .write_kinds = ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_CUDA_DEVICE),
+        .max_queues = ENGRAM_NCCL_GIN_MAX_QUEUES,
+        .max_outstanding = t->queue_depth,
+    };
+}
+
+static void nccl_gin_describe(const engram_transport_t *t, char *buf, size_t len)
+{
+    static const char *const types[] = {"none", "?", "proxy", "gdaki", "gpi"};
+    char v[32];
+    version_text(engram_nccl_gin_built_version(), v, sizeof(v));
+    int ty = t->gin_type >= 0 && t->gin_type <= 4 ? t->gin_type : 1;
+    snprintf(buf, len, "NCCL %s, GIN %s, %s connections", v, types[ty], t->hybrid ? "RAIL" : "FULL");
+}
+
+static void nccl_gin_close(engram_transport_t *t)
+{
+    /* Tables detached first (the engram layer destroys them before the
+     * context), so no window or dev comm is left on the communicator. */
+    ncclCommFinalize(t->comm);
+    ncclCommDestroy(t->comm);
+    free(t);
+}
+
+/* The host-initiated ops stay NULL: the engram layer refuses host-receive
+ * tables on a transport without ENGRAM_CAP_HOST_INITIATED, and GPU tables
+ * go through the launcher. */
+const engram_transport_ops_t engram_nccl_gin_ops = {
+    .size = sizeof(engram_transport_ops_t),
+    .name = "nccl_gin",
+    .available = nccl_gin_available,
+    .open = nccl_gin_open,
+    .caps = nccl_gin_caps,
+    .describe = nccl_gin_describe,
+    .close = nccl_gin_close,
+    .gpu_launcher = &engram_nccl_gin_launcher,
+};
