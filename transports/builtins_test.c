@@ -1,7 +1,9 @@
 /* The real built-in table: every backend has a row, absent ones say why
  * (the NCCL version comparison done in Starlark is checked here against
  * argv[1], @sys_nccl's VERSION), and auto on a one-rank group picks
- * loopback with the reasons for passing over the higher-priority rows. */
+ * loopback with the reasons for passing over the higher-priority rows.
+ * Where nccl_gin is built (NCCL >= 2.30.4) and this machine has no GPU,
+ * selecting it names that reason instead. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,13 +57,19 @@ int main(int argc, char **argv)
     CHECK_OK(engram_config_create(&cfg));
     const engram_transport_ops_t *ops = NULL;
     char want[512];
-    snprintf(want, sizeof(want), "transport 'nccl_gin' is not in this build: %s", nccl_gin->absent_reason);
+    const char *why = NULL;
+    if (nccl_gin->ops == NULL)
+        snprintf(want, sizeof(want), "transport 'nccl_gin' is not in this build: %s", nccl_gin->absent_reason);
+    else if (!nccl_gin->ops->available(g, &why))
+        snprintf(want, sizeof(want), "transport 'nccl_gin' cannot run here: %s", why);
     CHECK_OK(engram_config_set(cfg, "transport", "nccl_gin"));
-    CHECK_ERROR(engram_registry_select(g, cfg, &ops), ENGRAM_ERR_UNSUPPORTED, want);
+    if (nccl_gin->ops == NULL || why != NULL)
+        CHECK_ERROR(engram_registry_select(g, cfg, &ops), ENGRAM_ERR_UNSUPPORTED, want);
     CHECK_OK(engram_config_set(cfg, "transport", "loopback"));
     CHECK_OK(engram_registry_select(g, cfg, &ops));
     CHECK(ops == loopback->ops);
-    /* Nothing above loopback is in this build yet, so auto must land there. */
+    /* Nothing above loopback can run here (on a CPU-tier machine), so auto
+     * must land there. */
     ops = NULL;
     CHECK_OK(engram_config_set(cfg, "transport", "auto"));
     CHECK_OK(engram_registry_select(g, cfg, &ops));
