@@ -2,7 +2,8 @@
  * transport in one process that plays rank 1 of a 4-rank group:
  * which gets carry AGGREGATE, which (queue, peer) pairs get flushed (none
  * for idle peers), which offsets are read, and that everything registered
- * and requested is released. */
+ * and requested is released; a GPU-only transport refuses host-receive
+ * tables. */
 #include <string.h>
 #include <unistd.h>
 
@@ -140,6 +141,27 @@ static void check_hybrid(engram_group_t *g)
     CHECK_OK(engram_context_destroy(ctx));
 }
 
+/* A transport that posts gets only from GPU kernels takes no host-receive
+ * table, with a clear error, and nothing stays registered. */
+static void check_host_table_refused(engram_group_t *g)
+{
+    recording_caps_flags = ENGRAM_CAP_GPU_INITIATED;
+    engram_config_t *cfg;
+    CHECK_OK(engram_config_create(&cfg));
+    CHECK_OK(engram_config_set(cfg, "transport", "recording"));
+    engram_context_t *ctx;
+    CHECK_OK(engram_context_create(cfg, g, &ctx));
+    engram_config_destroy(cfg);
+    engram_table_params_t p = {.size = sizeof(p), .entries_per_rank = EPR, .row_bytes = ROW,
+                               .entries_per_token = EPT, .max_tokens = TOKENS, .recv = ENGRAM_RECV_HOST};
+    engram_table_t *t = NULL;
+    CHECK_STATUS(engram_table_create(ctx, &p, &t), ENGRAM_ERR_UNSUPPORTED);
+    CHECK(t == NULL && strstr(engram_last_error(), "posts gets only from GPU kernels") != NULL);
+    CHECK(recording_log.open_regions == 0);
+    CHECK_OK(engram_context_destroy(ctx));
+    recording_caps_flags = ENGRAM_CAP_HOST_INITIATED | ENGRAM_CAP_HYBRID;
+}
+
 int main(void)
 {
     int nranks = RANKS;
@@ -149,6 +171,7 @@ int main(void)
     CHECK_OK(engram_group_from_callbacks(&cb, &g));
     check_direct(g);
     check_hybrid(g);
+    check_host_table_refused(g);
     engram_group_destroy(g);
     puts("engram_flush_test: ok");
     return 0;

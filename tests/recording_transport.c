@@ -32,11 +32,13 @@ static engram_status_t rec_open(engram_group_t *g, const struct engram_config *c
     return *out ? ENGRAM_OK : ENGRAM_ERR_NOMEM;
 }
 
+uint32_t recording_caps_flags = ENGRAM_CAP_HOST_INITIATED | ENGRAM_CAP_HYBRID;
+
 static void rec_caps(const engram_transport_t *t, engram_transport_caps_t *caps)
 {
     (void)t;
     memset(caps, 0, sizeof(*caps));
-    caps->flags = ENGRAM_CAP_HOST_INITIATED | ENGRAM_CAP_HYBRID;
+    caps->flags = recording_caps_flags;
     caps->read_kinds = caps->write_kinds = ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_HOST);
     caps->max_queues = 8;
     caps->max_outstanding = 1 << 20;

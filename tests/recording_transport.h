@@ -25,6 +25,9 @@ typedef struct recording_log {
 } recording_log_t;
 
 extern recording_log_t recording_log;
+/* The capability flags the transport reports (default: host-initiated,
+ * hybrid); tests change it to play other kinds of backend. */
+extern uint32_t recording_caps_flags;
 extern const engram_transport_ops_t recording_transport_ops;
 
 #endif
