@@ -4,16 +4,26 @@
  *     and no fd of any rank refers to a file under /dev/shm (other tests
  *     running beside this one may use /dev/shm, so its listing is not
  *     compared);
+ *   - with argument "ucx" (UCX_TLS=posix or sysv set by the target), where
+ *     UCX provides the shards' memory (alloc_symmetric): a shared mapping
+ *     is a memfd, a POSIX shm file UCX unlinked at creation (peers open it
+ *     through /proc/<owner>/fd, which needs ptrace access to the owner) or
+ *     a SysV segment with key IPC_PRIVATE already marked for destruction
+ *     and no access for others; every fd under /dev/shm is unlinked (no
+ *     name is left to open) and not accessible to others; the peers'
+ *     shards are mapped read-only (at least ranks - 1 read-only UCX
+ *     mappings per rank);
  *   - plugins load only from absolute plugin_path entries: a valid plugin
- *     (argv[1]) copied into the working directory is not found through a
- *     relative entry ("." and "plugins") nor with an empty path, and the
- *     same file is accepted through the absolute directory.
+ *     (argv[1] without "ucx") copied into the working directory is not
+ *     found through a relative entry ("." and "plugins") nor with an empty
+ *     path, and the same file is accepted through the absolute directory.
  * Remote offsets are bounds-checked by each transport's get
  * (transports/loopback/loopback_test.c, transports/ucx/ucx_test.c,
  * transports/mlx5dv tests); routing never forms one outside the owner's
  * table (tests/fuzz/routing_fuzz.c). */
 #include <dirent.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +38,17 @@ static const engram_table_params_t params = {.size = sizeof(engram_table_params_
                                              .row_bytes = 64, .entries_per_token = 2, .max_tokens = 8,
                                              .scale_packs = 1, .recv = ENGRAM_RECV_HOST};
 
-/* Fails if any open fd of this process refers to a file under /dev/shm. */
-static void no_dev_shm_fds(void)
+#define DELETED " (deleted)"
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* Fails if an open fd of this process refers to a file under /dev/shm,
+ * unless ucx allows UCX's own unlinked shm files, private to the owner. */
+static void check_dev_shm_fds(bool ucx)
 {
     DIR *d = opendir("/proc/self/fd");
     CHECK(d != NULL);
@@ -40,42 +59,82 @@ static void no_dev_shm_fds(void)
         if (n <= 0)
             continue;
         target[n] = '\0';
-        if (strncmp(target, "/dev/shm/", 9) == 0) {
+        if (strncmp(target, "/dev/shm/", 9) != 0)
+            continue;
+        struct stat st;
+        bool allowed = ucx && ends_with(target, DELETED) && stat(link, &st) == 0 && (st.st_mode & 0007) == 0;
+        if (!allowed) {
             fprintf(stderr, "fd %s refers to %s\n", e->d_name, target);
-            CHECK(!"no fd refers to /dev/shm");
+            CHECK(!"no fd refers to a named or world-accessible file under /dev/shm");
         }
     }
     closedir(d);
 }
 
-/* Counts this process's shared mappings; fails on one that is not a memfd. */
-static int memfd_mappings(void)
+/* A SysV segment that no other process can find or open: key
+ * IPC_PRIVATE, marked for destruction (SHM_DEST), no access for others. */
+static bool sysv_private(unsigned long shmid)
+{
+    FILE *f = fopen("/proc/sysvipc/shm", "r");
+    CHECK(f != NULL);
+    char line[512];
+    bool found = false, ok = false;
+    while (!found && fgets(line, sizeof(line), f)) {
+        long key;
+        unsigned long id;
+        unsigned mode;
+        if (sscanf(line, "%ld %lu %o", &key, &id, &mode) != 3 || id != shmid)
+            continue;
+        found = true;
+        ok = key == 0 && (mode & 01000) && (mode & 0007) == 0;
+        if (!ok)
+            fprintf(stderr, "SysV segment %lu: key %ld mode %o\n", id, key, mode);
+    }
+    fclose(f);
+    return ok;
+}
+
+typedef struct mapping_counts {
+    int memfds;
+    int ucx_read_only; /* UCX's shared memory mapped without write access */
+} mapping_counts_t;
+
+/* Counts this process's shared mappings; fails on one that is not a
+ * memfd (ucx: nor UCX's unlinked POSIX shm nor a private SysV segment). */
+static mapping_counts_t shared_mappings(bool ucx)
 {
     FILE *f = fopen("/proc/self/maps", "r");
     CHECK(f != NULL);
     char line[4096];
-    int memfds = 0;
+    mapping_counts_t n = {0, 0};
     while (fgets(line, sizeof(line), f)) {
         char perms[8] = "", path[4096] = "";
-        if (sscanf(line, "%*s %7s %*s %*s %*s %4095[^\n]", perms, path) < 1)
+        unsigned long inode = 0;
+        if (sscanf(line, "%*s %7s %*s %*s %lu %4095[^\n]", perms, &inode, path) < 2)
             continue;
         if (perms[3] != 's')
             continue;
-        if (strncmp(path, "/memfd:", 7) != 0) {
-            fprintf(stderr, "shared mapping that is not a memfd: %s", line);
-            CHECK(!"every shared mapping is a memfd");
+        if (strncmp(path, "/memfd:", 7) == 0) {
+            n.memfds++;
+            continue;
         }
-        memfds++;
+        bool posix_shm = strncmp(path, "/dev/shm/ucx_shm_posix_", 23) == 0 && ends_with(path, DELETED);
+        bool sysv = strcmp(path, "/SYSV00000000" DELETED) == 0 && sysv_private(inode);
+        if (!ucx || !(posix_shm || sysv)) {
+            fprintf(stderr, "shared mapping that is not allowed: %s", line);
+            CHECK(!"every shared mapping is a memfd (ucx: or UCX's private shared memory)");
+        }
+        n.ucx_read_only += perms[1] != 'w';
     }
     fclose(f);
-    return memfds;
+    return n;
 }
 
 static int rank_main(engram_group_t *g, void *arg)
 {
-    (void)arg;
+    bool ucx = arg != NULL;
     harness_t h;
-    CHECK_OK(harness_open(&h, g, "loopback", false, &params));
+    CHECK_OK(harness_open(&h, g, ucx ? "ucx" : "loopback", false, &params));
     CHECK_OK(harness_write(&h));
     int64_t idx[16];
     for (int i = 0; i < 16; i++)
@@ -83,10 +142,15 @@ static int rank_main(engram_group_t *g, void *arg)
     bool match = false;
     CHECK_OK(harness_fetch_check(&h, idx, 8, false, &match));
     CHECK(match);
-    int memfds = memfd_mappings();
-    printf("rank %d: %d shared mappings, all memfd\n", engram_group_rank(g), memfds);
-    CHECK(memfds >= engram_group_size(g)); /* own shard + the peers' (+ receive slots) */
-    no_dev_shm_fds();
+    mapping_counts_t n = shared_mappings(ucx);
+    int ranks = engram_group_size(g);
+    printf("rank %d: %d memfd mappings, %d read-only UCX mappings; no other shared memory\n", engram_group_rank(g),
+           n.memfds, n.ucx_read_only);
+    if (ucx)
+        CHECK(n.ucx_read_only >= ranks - 1); /* the peers' shards */
+    else
+        CHECK(n.memfds >= ranks); /* own shard + the peers' (+ receive slots) */
+    check_dev_shm_fds(ucx);
     CHECK_OK(engram_group_barrier(g)); /* every rank checked while all tables exist */
     harness_close(&h);
     fflush(stdout);
@@ -141,6 +205,12 @@ static char *plugin;
 int main(int argc, char **argv)
 {
     CHECK(argc == 2);
+    if (strcmp(argv[1], "ucx") == 0) {
+        CHECK(getenv("UCX_TLS") != NULL);
+        CHECK_OK(engram_group_fork_run(4, 0, rank_main, (void *)"ucx", NULL));
+        puts("engram_security_test (ucx): ok");
+        return 0;
+    }
     plugin = realpath(argv[1], NULL);
     CHECK(plugin != NULL);
     CHECK_OK(engram_group_fork_run(4, 0, rank_main, NULL, NULL));

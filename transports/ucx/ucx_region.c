@@ -97,14 +97,19 @@ typedef struct ucx_outcome {
     int32_t every_direct; /* the rank reads every peer through a mapping */
 } ucx_outcome_t;
 
-/* Maps the pages of a peer's region now, as a NIC registration would,
- * instead of faulting them in on the get path. Advice only: on failure
- * they fault in on first read. */
-static void populate(const char *ptr, size_t bytes)
+/* A peer's region as UCX mapped it here (read-write): its pages mapped
+ * now, as a NIC registration would, instead of faulted in on the get path
+ * (advice only); then read-only, as loopback imports segments: a rank
+ * never writes a peer's table. */
+static void direct_prepare(int rank, char *ptr, size_t bytes)
 {
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)ptr & ~(page - 1);
-    (void)madvise((void *)start, (uintptr_t)ptr + bytes - start, MADV_POPULATE_READ);
+    size_t len = (uintptr_t)ptr + bytes - start;
+    (void)madvise((void *)start, len, MADV_POPULATE_READ);
+    if (mprotect((void *)start, len, PROT_READ) != 0)
+        ENGRAM_WARN("ucx: rank %d's memory stays mapped writable here: mprotect failed (%s)", rank,
+                    strerror(errno));
 }
 
 /* Peer p's key, unpacked on queue 0's endpoint first: if UCX can map the
@@ -128,7 +133,7 @@ static engram_status_t region_unpack(engram_transport_t *t, engram_region_t *r, 
         void *ptr;
         if (q == 0 && ucp_rkey_ptr(*rkey, r->remote_base[p], &ptr) == UCS_OK) {
             r->direct[p] = ptr;
-            populate(ptr, r->remote_size);
+            direct_prepare(rank, ptr, r->remote_size);
             return ENGRAM_OK;
         }
     }
@@ -177,8 +182,7 @@ static engram_status_t region_exchange(engram_transport_t *t, engram_region_t *r
             continue;
         st = rank == t->rank ? local
                              : ENGRAM_ERROR((engram_status_t)extents[rank].status,
-                                            "ucx: rank %d could not map its symmetric region (%s)", rank,
-                                            engram_status_str((engram_status_t)extents[rank].status));
+                                            "ucx: rank %d could not map its symmetric region", rank);
         goto free_blobs;
     }
     /* Bounds checks use one size for every peer, so all must agree. */
@@ -205,8 +209,7 @@ static engram_status_t region_exchange(engram_transport_t *t, engram_region_t *r
         if (outcomes[rank].status != ENGRAM_OK)
             st = rank == t->rank ? unpacked
                                  : ENGRAM_ERROR((engram_status_t)outcomes[rank].status,
-                                                "ucx: rank %d could not unpack its peers' keys (%s)", rank,
-                                                engram_status_str((engram_status_t)outcomes[rank].status));
+                                                "ucx: rank %d could not unpack its peers' keys", rank);
     }
 free_blobs:
     free(outcomes);

@@ -1,12 +1,15 @@
 /* UCX transport, CPU tier: 4 forked ranks on this host over the UCX_TLS
  * the test target sets. Transport-level gets from every peer with pattern
- * checks (direct and hybrid), then a peer that exits with gets
- * outstanding. With argument "cma_unusable": open must fail cleanly. */
+ * checks (direct and hybrid), a peer that exits with gets outstanding,
+ * then alloc_symmetric: gets from UCX-provided memory, its failures
+ * (agreed on every rank), and its owner exiting. With argument
+ * "cma_unusable": open must fail cleanly. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +39,7 @@ typedef struct shared {
     int freed;  /* peer exit: rank 0 deregistered and freed its table */
     int late;   /* peer exit: ranks that posted gets to rank 0 after that */
     int served; /* peer exit: rank 0 progressed past those gets */
+    int victim_pid; /* alloc peer death: the rank that exits */
 } shared_t;
 
 typedef struct scenario {
@@ -110,29 +114,11 @@ static void wait_all(engram_transport_t *t, engram_request_t **reqs, int n)
     }
 }
 
-/* Gets ROWS_PER_PEER rows from every peer on every queue into dst, then
- * checks each row against the owner's pattern. */
-static int fetch_main(engram_group_t *group, void *arg)
+/* Gets ROWS_PER_PEER rows from every peer on every queue of `remote`
+ * (hybrid: node spans of local_size segments) into a fresh destination,
+ * then checks each row against the owner's pattern. */
+static void gets_checked(engram_transport_t *t, int rank, engram_region_t *remote, bool hybrid, int local_size)
 {
-    scenario_t *sc = arg;
-    int rank = engram_group_rank(group);
-    int local_size = engram_group_local_size(group);
-    engram_config_t *cfg = config_for(sc->mode, 20000);
-    engram_transport_t *t;
-    CHECK_OK(ops->open(group, cfg, &t));
-    engram_transport_caps_t caps;
-    ops->caps(t, &caps);
-    CHECK(caps.max_queues == NQUEUES && (caps.flags & ENGRAM_CAP_HOST_INITIATED));
-    char info[1024];
-    ops->describe(t, info, sizeof(info));
-    CHECK(strstr(info, getenv("UCX_TLS")) != NULL);
-    if (rank == 0)
-        printf("UCX_TLS=%s mode=%s: %s\n", getenv("UCX_TLS"), sc->mode ? "hybrid" : "direct", info);
-
-    bool hybrid = sc->mode == ENGRAM_MODE_HYBRID;
-    engram_segment_t *table = table_segment(rank);
-    engram_region_t *remote;
-    CHECK_OK(ops->reg_symmetric(t, table, hybrid ? ENGRAM_REG_NODE_SPAN : ENGRAM_REG_RANK, &remote));
     int npeers = hybrid ? NRANKS / local_size : NRANKS;
     size_t span_bytes = hybrid ? (size_t)local_size * SEG_BYTES : SEG_BYTES;
     size_t nrows = (size_t)NQUEUES * (size_t)npeers * ROWS_PER_PEER;
@@ -149,6 +135,7 @@ static int fetch_main(engram_group_t *group, void *arg)
     CHECK_STATUS(ops->get(t, 0, 0, remote, 0, local, dst->size - ROW + 8, ROW, 0), ENGRAM_ERR_INVALID);
     CHECK_STATUS(ops->get(t, 0, npeers, remote, 0, local, 0, ROW, 0), ENGRAM_ERR_INVALID);
     CHECK_STATUS(ops->get(t, NQUEUES, 0, remote, 0, local, 0, ROW, 0), ENGRAM_ERR_INVALID);
+    CHECK_STATUS(ops->get(t, 0, -1, remote, 0, local, 0, ROW, 0), ENGRAM_ERR_INVALID);
 
     size_t *src = malloc(nrows * sizeof(*src));
     CHECK(src != NULL);
@@ -191,13 +178,38 @@ static int fetch_main(engram_group_t *group, void *arg)
             }
         }
     }
-    serve_until_all(t, &sc->shared->done, NRANKS);
     free(reqs);
     free(src);
     ops->dereg(t, local);
+    engram_host_segment_ops.free(dst);
+}
+
+/* Gets from every peer's registered host segment, checked. */
+static int fetch_main(engram_group_t *group, void *arg)
+{
+    scenario_t *sc = arg;
+    int rank = engram_group_rank(group);
+    int local_size = engram_group_local_size(group);
+    engram_config_t *cfg = config_for(sc->mode, 20000);
+    engram_transport_t *t;
+    CHECK_OK(ops->open(group, cfg, &t));
+    engram_transport_caps_t caps;
+    ops->caps(t, &caps);
+    CHECK(caps.max_queues == NQUEUES && (caps.flags & ENGRAM_CAP_HOST_INITIATED));
+    char info[1024];
+    ops->describe(t, info, sizeof(info));
+    CHECK(strstr(info, getenv("UCX_TLS")) != NULL);
+    if (rank == 0)
+        printf("UCX_TLS=%s mode=%s: %s\n", getenv("UCX_TLS"), sc->mode ? "hybrid" : "direct", info);
+
+    bool hybrid = sc->mode == ENGRAM_MODE_HYBRID;
+    engram_segment_t *table = table_segment(rank);
+    engram_region_t *remote;
+    CHECK_OK(ops->reg_symmetric(t, table, hybrid ? ENGRAM_REG_NODE_SPAN : ENGRAM_REG_RANK, &remote));
+    gets_checked(t, rank, remote, hybrid, local_size);
+    serve_until_all(t, &sc->shared->done, NRANKS);
     ops->dereg(t, remote);
     ops->close(t);
-    engram_host_segment_ops.free(dst);
     engram_host_segment_ops.free(table);
     engram_config_destroy(cfg);
     return 0;
@@ -317,6 +329,176 @@ static int peer_exit_main(engram_group_t *group, void *arg)
     return 0;
 }
 
+/* Whether UCX maps every peer's memory here on this UCX_TLS (rkey_ptr). */
+static bool tls_maps_peers(void)
+{
+    const char *tls = getenv("UCX_TLS");
+    return strncmp(tls, "posix", 5) == 0 || strncmp(tls, "sysv", 4) == 0;
+}
+
+static engram_segment_params_t alloc_params(size_t bytes)
+{
+    return (engram_segment_params_t){.size = sizeof(engram_segment_params_t), .bytes = bytes, .numa_node = -1,
+                                     .huge = ENGRAM_HUGE_AUTO};
+}
+
+/* Transport-provided memory starts zeroed; its owner writes its pattern. */
+static void fill_checked(void *addr, int rank)
+{
+    uint32_t *w = addr;
+    for (size_t i = 0; i < SEG_BYTES / sizeof(*w); i++) {
+        CHECK(w[i] == 0);
+        w[i] = pattern(rank, i);
+    }
+}
+
+/* alloc_symmetric: node spans and huge_pages=on refused on every rank;
+ * then memory UCX provides, written by its owner and read by every peer,
+ * with no owner progress where UCX maps the peers' memory here. */
+static int alloc_fetch_main(engram_group_t *group, void *arg)
+{
+    scenario_t *sc = arg;
+    int rank = engram_group_rank(group);
+    engram_config_t *cfg = config_for(ENGRAM_MODE_DIRECT, 20000);
+    engram_transport_t *t;
+    CHECK_OK(ops->open(group, cfg, &t));
+    engram_segment_params_t params = alloc_params(SEG_BYTES - 100); /* rounded up to the page size */
+    engram_region_t *remote = NULL;
+    void *addr = NULL;
+    uint32_t flags = ~0u;
+    CHECK_STATUS(ops->alloc_symmetric(t, &params, ENGRAM_REG_NODE_SPAN, &remote, &addr, &flags),
+                 ENGRAM_ERR_UNSUPPORTED);
+    params.huge = ENGRAM_HUGE_ON;
+    CHECK_STATUS(ops->alloc_symmetric(t, &params, ENGRAM_REG_RANK, &remote, &addr, &flags), ENGRAM_ERR_UNSUPPORTED);
+    CHECK(remote == NULL && addr == NULL);
+    params.huge = ENGRAM_HUGE_AUTO;
+    CHECK_OK(ops->alloc_symmetric(t, &params, ENGRAM_REG_RANK, &remote, &addr, &flags));
+    CHECK(flags == (tls_maps_peers() ? 0u : ENGRAM_CAP_OWNER_PROGRESS));
+    fill_checked(addr, rank);
+    CHECK_OK(engram_group_barrier(group));
+    gets_checked(t, rank, remote, false, 0);
+    serve_until_all(t, &sc->shared->done, NRANKS);
+    ops->dereg(t, remote);
+    ops->close(t);
+    engram_config_destroy(cfg);
+    return 0;
+}
+
+#define ALLOC_FAIL_BYTES ((size_t)256 << 20)
+
+/* Leaves this process 64 MiB of address space beyond what it maps now. */
+static void limit_address_space(struct rlimit *old)
+{
+    CHECK(getrlimit(RLIMIT_AS, old) == 0);
+    FILE *f = fopen("/proc/self/statm", "r");
+    CHECK(f != NULL);
+    unsigned long pages = 0;
+    CHECK(fscanf(f, "%lu", &pages) == 1);
+    fclose(f);
+    struct rlimit lim = {.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)64 << 20),
+                         .rlim_max = old->rlim_max};
+    CHECK(setrlimit(RLIMIT_AS, &lim) == 0);
+}
+
+/* alloc_symmetric fails alike on every rank, none left waiting: sizes
+ * that differ, a rank asking for nothing, a rank that cannot allocate
+ * (address space limited; not under ASan, whose shadow needs it); the
+ * transport then still allocates and serves. */
+static int alloc_errors_main(engram_group_t *group, void *arg)
+{
+    scenario_t *sc = arg;
+    int rank = engram_group_rank(group);
+    engram_config_t *cfg = config_for(ENGRAM_MODE_DIRECT, 20000);
+    engram_transport_t *t;
+    CHECK_OK(ops->open(group, cfg, &t));
+    engram_region_t *remote = NULL;
+    void *addr = NULL;
+    uint32_t flags;
+    engram_segment_params_t params = alloc_params(rank == 1 ? 2 * SEG_BYTES : SEG_BYTES);
+    CHECK_STATUS(ops->alloc_symmetric(t, &params, ENGRAM_REG_RANK, &remote, &addr, &flags), ENGRAM_ERR_INVALID);
+    CHECK(strstr(engram_last_error(), "must be equal") != NULL);
+    params = alloc_params(rank == 2 ? 0 : SEG_BYTES);
+    CHECK_STATUS(ops->alloc_symmetric(t, &params, ENGRAM_REG_RANK, &remote, &addr, &flags), ENGRAM_ERR_INVALID);
+    CHECK(strstr(engram_last_error(), rank == 2 ? "0 bytes" : "rank 2 could not map") != NULL);
+#if !defined(__SANITIZE_ADDRESS__)
+    params = alloc_params(ALLOC_FAIL_BYTES);
+    struct rlimit old;
+    if (rank == 3)
+        limit_address_space(&old);
+    engram_status_t st = ops->alloc_symmetric(t, &params, ENGRAM_REG_RANK, &remote, &addr, &flags);
+    if (rank == 3)
+        CHECK(setrlimit(RLIMIT_AS, &old) == 0);
+    CHECK_STATUS(st, ENGRAM_ERR_NOMEM);
+    CHECK(rank == 3 || strstr(engram_last_error(), "rank 3 could not map") != NULL);
+#endif
+    CHECK(remote == NULL && addr == NULL);
+    params = alloc_params(SEG_BYTES);
+    CHECK_OK(ops->alloc_symmetric(t, &params, ENGRAM_REG_RANK, &remote, &addr, &flags));
+    fill_checked(addr, rank);
+    CHECK_OK(engram_group_barrier(group));
+    gets_checked(t, rank, remote, false, 0);
+    serve_until_all(t, &sc->shared->done, NRANKS);
+    ops->dereg(t, remote);
+    ops->close(t);
+    engram_config_destroy(cfg);
+    return 0;
+}
+
+/* Gone, or a zombie not reaped yet. */
+static bool process_gone(int pid)
+{
+    char path[64], line[256] = "";
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return true;
+    size_t n = fread(line, 1, sizeof(line) - 1, f);
+    fclose(f);
+    line[n] = '\0';
+    const char *paren = strrchr(line, ')');
+    return paren != NULL && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+/* The owner of UCX-provided memory exits: the peers' mappings keep that
+ * memory, so their gets still read its rows (as loopback's fd-mapped
+ * segments do); their dereg finds the rank failed, destroys the workers
+ * before unmapping, and dereg plus close end within the timeout. */
+static int alloc_peer_death_main(engram_group_t *group, void *arg)
+{
+    scenario_t *sc = arg;
+    int rank = engram_group_rank(group);
+    engram_config_t *cfg = config_for(ENGRAM_MODE_DIRECT, EXIT_TIMEOUT_MS);
+    engram_transport_t *t;
+    CHECK_OK(ops->open(group, cfg, &t));
+    engram_segment_params_t params = alloc_params(SEG_BYTES);
+    engram_region_t *remote;
+    void *addr;
+    uint32_t flags;
+    CHECK_OK(ops->alloc_symmetric(t, &params, ENGRAM_REG_RANK, &remote, &addr, &flags));
+    CHECK(flags == 0);
+    fill_checked(addr, rank);
+    CHECK_OK(engram_group_barrier(group));
+    if (rank == NRANKS - 1) {
+        __atomic_store_n(&sc->shared->victim_pid, (int)getpid(), __ATOMIC_SEQ_CST);
+        _exit(0); /* no dereg, no close */
+    }
+    uint64_t deadline = now_ms() + 20000;
+    int victim;
+    while ((victim = __atomic_load_n(&sc->shared->victim_pid, __ATOMIC_SEQ_CST)) == 0 || !process_gone(victim))
+        CHECK(now_ms() < deadline);
+    gets_checked(t, rank, remote, false, 0);
+    uint64_t start = now_ms();
+    ops->dereg(t, remote);
+    ops->close(t);
+    uint64_t took = now_ms() - start;
+    if (rank == 0)
+        printf("UCX_TLS=%s: alloc_symmetric owner exited; rows still read, dereg + close took %llu ms\n",
+               getenv("UCX_TLS"), (unsigned long long)took);
+    CHECK(took <= EXIT_TIMEOUT_MS + 2000);
+    engram_config_destroy(cfg);
+    return 0;
+}
+
 static int cma_unusable_main(engram_group_t *group, void *arg)
 {
     (void)arg;
@@ -360,6 +542,10 @@ int main(int argc, char **argv)
         /* The victim's exit code is 0 (it exits on purpose); the launcher
          * must still report every survivor's success. */
         run(peer_exit_main, 0, &sc);
+        run(alloc_fetch_main, 0, &sc);
+        run(alloc_errors_main, 0, &sc);
+        if (tls_maps_peers())
+            run(alloc_peer_death_main, 0, &sc);
     }
     munmap(sh, sizeof(shared_t));
     printf("ok\n");
