@@ -12,6 +12,7 @@ struct engram_transport {
 };
 struct engram_region {
     engram_segment_t *seg;
+    engram_segment_t owned; /* alloc_symmetric's memory, freed by dereg */
 };
 struct engram_request {
     int unused;
@@ -66,7 +67,38 @@ static void rec_dereg(engram_transport_t *t, engram_region_t *r)
 {
     (void)t;
     recording_log.open_regions--;
+    free(r->owned.addr);
     free(r);
+}
+
+engram_status_t recording_alloc_status = ENGRAM_ERR_UNSUPPORTED;
+uint32_t recording_alloc_flags;
+void *recording_alloc_addr;
+int recording_alloc_calls;
+
+static engram_status_t rec_alloc_symmetric(engram_transport_t *t, const engram_segment_params_t *params,
+                                           engram_reg_span_t span, engram_region_t **out, void **addr,
+                                           uint32_t *region_flags)
+{
+    recording_alloc_calls++;
+    recording_log.last_span = span;
+    if (recording_alloc_status != ENGRAM_OK)
+        return recording_alloc_status;
+    void *mem = calloc(1, params->bytes);
+    if (mem == NULL)
+        return ENGRAM_ERR_NOMEM;
+    engram_region_t *r;
+    engram_status_t st = rec_reg(t, NULL, &r);
+    if (st != ENGRAM_OK) {
+        free(mem);
+        return st;
+    }
+    r->owned = (engram_segment_t){.kind = ENGRAM_MEM_HOST, .addr = mem, .size = params->bytes};
+    r->seg = &r->owned;
+    *out = r;
+    *addr = recording_alloc_addr = mem;
+    *region_flags = recording_alloc_flags;
+    return ENGRAM_OK;
 }
 
 static void record(char kind, int queue, int peer, uint64_t roff, uint64_t loff, size_t len, unsigned flags)
@@ -132,6 +164,7 @@ const engram_transport_ops_t recording_transport_ops = {
     .test = rec_test,
     .request_free = rec_request_free,
     .close = rec_close,
+    .alloc_symmetric = rec_alloc_symmetric,
 };
 
 /* This test binary's built-in table: only the recording transport. */

@@ -28,6 +28,14 @@ extern recording_log_t recording_log;
 /* The capability flags the transport reports (default: host-initiated,
  * hybrid); tests change it to play other kinds of backend. */
 extern uint32_t recording_caps_flags;
+/* alloc_symmetric's outcome: ENGRAM_ERR_UNSUPPORTED (the default: the
+ * engram layer falls back to a host segment and reg_symmetric), ENGRAM_OK
+ * (zeroed heap memory, recording_alloc_flags as the region's flags, its
+ * address in recording_alloc_addr) or another error. Calls are counted. */
+extern engram_status_t recording_alloc_status;
+extern uint32_t recording_alloc_flags;
+extern void *recording_alloc_addr;
+extern int recording_alloc_calls;
 extern const engram_transport_ops_t recording_transport_ops;
 
 #endif
