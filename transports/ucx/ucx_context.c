@@ -40,35 +40,6 @@ static void conn_error(void *arg, ucp_ep_h ep, ucs_status_t status)
                     ucs_status_string(status));
 }
 
-static bool tls_lists(const char *tls, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = tls; *p != '\0'; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) {
-        if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
-            return true;
-    }
-    return false;
-}
-
-/* A rank's gets from its own segment need no fabric: UCX's self transport
- * serves them inside the process (measured 1.55x the fetch rate of 2 ranks
- * on UCX_TLS=posix, where the rank otherwise sends itself active messages
- * through shared memory). A UCX_TLS that names transports but not self
- * gets it added; an exclusion list (^...) or "all" has it already. */
-static void config_add_self(ucp_config_t *config)
-{
-    const char *tls = getenv("UCX_TLS");
-    if (tls == NULL || tls[0] == '\0' || tls[0] == '^' || tls_lists(tls, "all") || tls_lists(tls, "self"))
-        return;
-    char with_self[512];
-    if ((size_t)snprintf(with_self, sizeof(with_self), "%s,self", tls) >= sizeof(with_self))
-        return;
-    ucs_status_t us = ucp_config_modify(config, "TLS", with_self);
-    if (us != UCS_OK)
-        ENGRAM_WARN("ucx: adding self to UCX_TLS=%s failed (%s); a rank's own rows go through %s", tls,
-                    ucs_status_string(us), tls);
-}
-
 static engram_status_t context_create(ucp_context_h *ctx, size_t estimated_eps)
 {
     ucp_config_t *config;
@@ -78,7 +49,6 @@ static engram_status_t context_create(ucp_context_h *ctx, size_t estimated_eps)
     if (us != UCS_OK)
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "ucx: reading the UCX configuration failed: %s",
                             ucs_status_string(us));
-    config_add_self(config);
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS,
         .features = UCP_FEATURE_RMA,
@@ -241,8 +211,8 @@ static engram_status_t conn_create(engram_transport_t *t, ucx_queue_t *q, ucx_co
 }
 
 /* Every worker's address goes to every rank; worker q then connects to
- * worker q of each rank (itself included: gets from the own segment go
- * through UCX like any other). */
+ * worker q of each rank (itself included, so conns index by rank; gets
+ * from the own region are a memcpy and never use that endpoint). */
 static engram_status_t queue_connect(engram_transport_t *t, ucx_queue_t *q)
 {
     ucp_address_t *addr;
