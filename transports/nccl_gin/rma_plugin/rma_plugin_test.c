@@ -172,7 +172,7 @@ static void compare(const char *what, const uint8_t *got, const uint8_t *want, s
 
 static void wait_all(void *comm, void **reqs, int n)
 {
-    time_t deadline = time(NULL) + 60;
+    time_t deadline = time(NULL) + 30;
     for (int i = 0; i < n; i++) {
         int done = 0;
         while (!done) {
@@ -315,7 +315,7 @@ static void run_rank(const char *plugin, int ndev)
     wait_all(comm, r, 7);
 
     /* wait for the peer's signals: they follow all of its data */
-    time_t deadline = time(NULL) + 60;
+    time_t deadline = time(NULL) + 30;
     uint64_t sig[3] = {0, 0, 0};
     for (;;) {
         RMA_OK(P->progress(rctx));
@@ -415,7 +415,7 @@ int main(int argc, char **argv)
             me = r;
             link_fd = sv[r];
             close(sv[1 - r]);
-            alarm(120);
+            alarm(40);
             CUDA_OK(cudaGetDeviceCount(&ndev));
             CHECK(ndev >= 1);
             run_rank(path, ndev);

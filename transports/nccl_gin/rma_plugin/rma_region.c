@@ -7,6 +7,7 @@
  * NCCL's signal buffers) is registered all the same, as reachable by its
  * owner only: peers may still name it in signal updates, which its owner
  * applies (rma_region_apply_signal). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -32,22 +33,38 @@ static void close_fds(int *fds, int n)
         close(fds[i]);
 }
 
-/* Fills d->nseg, first_offset, seg_len and fds; nseg 0 when the range is
- * not made of exportable cuMem allocations. */
-static void describe(char *addr, size_t size, reg_desc_t *d, int *fds)
+/* Fills d->nseg, first_offset, seg_len and fds. nseg 0 when the range is
+ * not made of exportable cuMem allocations; `why` then says which call
+ * refused it. */
+static void describe(char *addr, size_t size, reg_desc_t *d, int *fds, char *why, size_t why_len)
 {
     char *pos = addr, *end = addr + size;
+    const char *step = "";
+    CUresult r = CUDA_SUCCESS;
     d->nseg = 0;
     while (pos < end) {
         CUdeviceptr base = 0;
         size_t len = 0;
         CUmemGenericAllocationHandle h;
         int fd = -1;
-        if (d->nseg == REG_MAX_SEGS ||
-            rma_cu.cuMemGetAddressRange(&base, &len, (CUdeviceptr)(uintptr_t)pos) != CUDA_SUCCESS || len == 0 ||
-            rma_cu.cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)base) != CUDA_SUCCESS)
+        step = "more physical allocations than this plugin maps";
+        if (d->nseg == REG_MAX_SEGS)
             goto not_shared;
-        CUresult r = rma_cu.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        step = "cuMemGetAddressRange";
+        r = rma_cu.cuMemGetAddressRange(&base, &len, (CUdeviceptr)(uintptr_t)pos);
+        if (r != CUDA_SUCCESS || len == 0)
+            goto not_shared;
+        /* Host-backed (HOST_NUMA) allocations report base 0 on some
+         * drivers; then, as NCCL does, take pos as where the allocation
+         * begins (a host range must start at an allocation). */
+        if (base == 0)
+            base = (CUdeviceptr)(uintptr_t)pos;
+        step = "cuMemRetainAllocationHandle";
+        r = rma_cu.cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)base);
+        if (r != CUDA_SUCCESS)
+            goto not_shared;
+        step = "cuMemExportToShareableHandle(POSIX fd)";
+        r = rma_cu.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
         rma_cu.cuMemRelease(h);
         if (r != CUDA_SUCCESS)
             goto not_shared;
@@ -59,6 +76,8 @@ static void describe(char *addr, size_t size, reg_desc_t *d, int *fds)
     }
     return;
 not_shared:
+    snprintf(why, why_len, "%s at offset %zu: %s", step, (size_t)(pos - addr),
+             r == CUDA_SUCCESS ? "refused" : rma_cu_str(r));
     close_fds(fds, d->nseg);
     d->nseg = 0;
 }
@@ -211,12 +230,13 @@ rma_result_t rma_region_register(rma_comm_t *c, void *data, size_t size, int typ
     }
     reg_desc_t mine;
     int fds[REG_MAX_SEGS];
+    char why[160] = "empty";
     memset(&mine, 0, sizeof(mine));
     if (ok) {
         pthread_mutex_lock(&c->lock);
         mine.id = ++c->next_region_id;
         pthread_mutex_unlock(&c->lock);
-        describe(data, size, &mine, fds);
+        describe(data, size, &mine, fds, why, sizeof(why));
     }
     mine.ok = ok;
     mine.size = size;
@@ -242,8 +262,9 @@ rma_result_t rma_region_register(rma_comm_t *c, void *data, size_t size, int typ
     g->next = c->regions;
     c->regions = g;
     pthread_mutex_unlock(&c->lock);
-    RMA_INFO("rank %d registered %zu bytes at %p (%s, %s)", c->rank, size, data,
-             type == RMA_PTR_CUDA ? "cuda" : "host", mine.nseg > 0 ? "shared" : "owner only");
+    RMA_INFO("rank %d registered %zu bytes at %p (%s, %s%s)", c->rank, size, data,
+             type == RMA_PTR_CUDA ? "cuda" : "host", mine.nseg > 0 ? "shared" : "owner only: ",
+             mine.nseg > 0 ? "" : why);
     *mhandle = g;
     return RMA_SUCCESS;
 }
