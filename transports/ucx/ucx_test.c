@@ -384,6 +384,7 @@ static int alloc_fetch_main(engram_group_t *group, void *arg)
     return 0;
 }
 
+#if !defined(__SANITIZE_ADDRESS__)
 #define ALLOC_FAIL_BYTES ((size_t)256 << 20)
 
 /* Leaves this process 64 MiB of address space beyond what it maps now. */
@@ -399,6 +400,7 @@ static void limit_address_space(struct rlimit *old)
                          .rlim_max = old->rlim_max};
     CHECK(setrlimit(RLIMIT_AS, &lim) == 0);
 }
+#endif
 
 /* alloc_symmetric fails alike on every rank, none left waiting: sizes
  * that differ, a rank asking for nothing, a rank that cannot allocate
