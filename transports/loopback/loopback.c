@@ -15,6 +15,7 @@
 
 #include "hal/log.h"
 #include "memory/fd_share.h"
+#include "memory/held_copy.h"
 #include "memory/segment_span.h"
 
 #define LOOPBACK_MAX_QUEUES 64
@@ -23,9 +24,6 @@
 #define REQUEST_BLOCK 64
 /* Gets held per queue; more than the engram layer's usual flush depth. */
 #define QUEUE_DEPTH 1024
-/* Rows ahead whose first bytes the copy loop prefetches. */
-#define PREFETCH_AHEAD 8
-#define PREFETCH_BYTES 256
 
 struct engram_request {
     engram_request_t *next_free;
@@ -37,15 +35,9 @@ typedef struct request_block {
     engram_request_t reqs[REQUEST_BLOCK];
 } request_block_t;
 
-typedef struct held_get {
-    char *dst;
-    const char *src;
-    size_t len;
-} held_get_t;
-
 /* One cache line apart, so queues driven by different threads share none. */
 typedef struct loopback_queue {
-    held_get_t *held; /* QUEUE_DEPTH entries: gets issued since the last doorbell */
+    engram_held_copy_t *held; /* QUEUE_DEPTH entries: gets issued since the last doorbell */
     uint32_t nheld;
     engram_request_t *free_reqs;
     request_block_t *blocks;
@@ -111,7 +103,7 @@ static engram_status_t loopback_open(engram_group_t *group, const struct engram_
         goto free_t;
     memset(t->queues, 0, LOOPBACK_MAX_QUEUES * sizeof(loopback_queue_t));
     for (; t->nqueues < LOOPBACK_MAX_QUEUES; t->nqueues++) {
-        t->queues[t->nqueues].held = malloc(QUEUE_DEPTH * sizeof(held_get_t));
+        t->queues[t->nqueues].held = malloc(QUEUE_DEPTH * sizeof(engram_held_copy_t));
         if (t->queues[t->nqueues].held == NULL)
             goto free_queues;
     }
@@ -356,14 +348,7 @@ static engram_status_t loopback_reg_local(engram_transport_t *t, engram_segment_
 /* The doorbell: copies every held get of the queue, in issue order. */
 static void queue_ring(loopback_queue_t *q)
 {
-    const held_get_t *h = q->held;
-    uint32_t n = q->nheld;
-    for (uint32_t i = 0; i < n; i++) {
-        if (i + PREFETCH_AHEAD < n)
-            for (size_t b = 0; b < h[i + PREFETCH_AHEAD].len && b < PREFETCH_BYTES; b += 64)
-                __builtin_prefetch(h[i + PREFETCH_AHEAD].src + b);
-        memcpy(h[i].dst, h[i].src, h[i].len);
-    }
+    engram_held_copy_run(q->held, q->nheld);
     q->nheld = 0;
 }
 
@@ -422,7 +407,7 @@ static engram_status_t loopback_get(engram_transport_t *t, int queue, int peer, 
                          0))
         return get_refused(t, queue, peer, remote, remote_off, local, local_off, len);
     loopback_queue_t *q = &t->queues[queue];
-    held_get_t *h = &q->held[q->nheld++];
+    engram_held_copy_t *h = &q->held[q->nheld++];
     h->dst = local->dst + local_off;
     h->src = remote->peer_base[peer] + remote_off;
     h->len = len;

@@ -2,7 +2,6 @@
  * windowed ucp_get_nbx elsewhere, per-peer endpoint flushes, and the test
  * that drives progress. No thread progresses behind the caller. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "hal/log.h"
 #include "transports/ucx/ucx_internal.h"
@@ -37,23 +36,11 @@ static bool out_of_bounds(uint64_t off, size_t len, size_t size)
 
 #define PEER_CHECK_NS 20000000u /* 20 ms between pid checks of a slow peer */
 
-/* Rows ahead whose first bytes the direct copy loop prefetches. */
-#define PREFETCH_AHEAD 8
-#define PREFETCH_BYTES 256
-
-/* The doorbell of direct gets: the queue's held gets copied in issue
- * order, one tight loop prefetching the rows ahead (a NIC reads many rows
- * at once; a CPU copy needs the prefetches to overlap their misses). */
+/* The doorbell of direct gets: the queue's held gets, copied in issue
+ * order with the rows ahead prefetched. */
 static void queue_ring(ucx_queue_t *q)
 {
-    const ucx_held_t *h = q->held;
-    unsigned n = q->nheld;
-    for (unsigned i = 0; i < n; i++) {
-        if (i + PREFETCH_AHEAD < n)
-            for (size_t b = 0; b < h[i + PREFETCH_AHEAD].len && b < PREFETCH_BYTES; b += 64)
-                __builtin_prefetch(h[i + PREFETCH_AHEAD].src + b);
-        memcpy(h[i].dst, h[i].src, h[i].len);
-    }
+    engram_held_copy_run(q->held, q->nheld);
     q->nheld = 0;
 }
 
@@ -269,7 +256,7 @@ engram_status_t engram_ucx_get(engram_transport_t *t, int queue, int peer, engra
         remote->direct != NULL && (unsigned)peer < (unsigned)remote->npeers && remote->direct[peer] != NULL &&
         !out_of_bounds(remote_off, len, remote->remote_size) && !out_of_bounds(local_off, len, local->local_size)) {
         ucx_queue_t *q = &t->queues[queue];
-        ucx_held_t *h = &q->held[q->nheld++];
+        engram_held_copy_t *h = &q->held[q->nheld++];
         h->dst = local->local_base + local_off;
         h->src = remote->direct[peer] + remote_off;
         h->len = len;

@@ -7,6 +7,7 @@
 #include <ucp/api/ucp.h>
 
 #include "hal/transport.h"
+#include "memory/held_copy.h"
 #include "memory/segment_span.h"
 
 #define UCX_DEFAULT_QUEUES 4
@@ -25,13 +26,7 @@ typedef struct ucx_conn {
     ucs_status_t get_error; /* first failed get since the last flush reported it */
 } ucx_conn_t;
 
-/* A direct get (peer memory mapped here) waiting for the doorbell. */
-typedef struct ucx_held {
-    char *dst;
-    const char *src;
-    size_t len;
-} ucx_held_t;
-
+/* Direct gets (peer memory mapped here) held per queue until the doorbell. */
 #define UCX_HELD_DEPTH 1024
 
 struct ucx_queue {
@@ -46,7 +41,7 @@ struct ucx_queue {
     /* Direct gets since the last doorbell, copied in one prefetching loop.
      * Only the queue's own calls and dereg/close touch them, never
      * serve_others, so direct gets do not take `busy`. */
-    ucx_held_t *held; /* [UCX_HELD_DEPTH] */
+    engram_held_copy_t *held; /* [UCX_HELD_DEPTH] */
     unsigned nheld;
 };
 
