@@ -8,11 +8,13 @@
  * passes in. Only the backend dereferences it, so this header stays below
  * the engram layer and names no CUDA or NCCL type.
  *
- * The span (engram/gpu builds it, DeepEP-style): one device address range
- * per rank, identical in layout on every rank of the group: the GPU receive
- * region at offset 0, then the shard of every local rank of the node at
- * recv_bytes + local_rank * shard_bytes. A rank therefore addresses a row of
- * any peer's span by the same offset as in its own.
+ * What a backend may make remotely readable or writable: this rank's
+ * receive region (GPU memory) and this rank's shard (HOST_NUMA or GPU
+ * memory), each one allocation of its own (cuMem, exportable), with the same
+ * sizes on every rank: a row owned by a peer is at the same offset in the
+ * peer's shard as it would be in ours. (engram/gpu also maps the node's other
+ * shards behind the receive region for its local gather; those mappings are
+ * imports, which CUDA does not export again, so they are not offered here.)
  *
  * Sequence per table: attach (collective) -> { issue(slot, stream) ... wait(slot,
  * stream) }* -> detach (collective). The engram layer loads the rows of
@@ -36,17 +38,17 @@ struct engram_route_shape; /* engram/routing.h */
 typedef struct engram_gpu_launch engram_gpu_launch_t; /* backend state of one attached span */
 
 typedef struct engram_gpu_span {
-    size_t size;            /* sizeof(engram_gpu_span_t) */
-    void *base;             /* device address of the span */
-    uint64_t span_bytes;    /* recv_bytes + local_size * shard_bytes */
-    uint64_t recv_bytes;    /* the receive region at base */
-    uint64_t shard_bytes;   /* stride of the local ranks' shards behind it */
-    int hybrid;             /* rows of other nodes through the rail rank (node spans), else per rank */
-    int num_slots;          /* fetches that may be in flight: one set of requests each */
-    uint32_t max_rows;      /* rows one fetch may ask for */
+    size_t size;          /* sizeof(engram_gpu_span_t) */
+    void *recv;           /* this rank's receive region */
+    uint64_t recv_bytes;
+    void *shard;          /* this rank's shard; routing's src_off (intra 0) addresses it */
+    uint64_t shard_bytes;
+    int hybrid;           /* rows of other nodes through the rail rank, else per rank */
+    int num_slots;        /* fetches that may be in flight: one set of requests each */
+    uint32_t max_rows;    /* rows one fetch may ask for */
 } engram_gpu_span_t;
 
-/* One fetch. Rows land at base + rows_off + row * row_bytes. */
+/* One fetch. Rows land at recv + rows_off + row * row_bytes. */
 typedef struct engram_gpu_issue {
     size_t size; /* sizeof(engram_gpu_issue_t) */
     const struct engram_route_shape *shape;

@@ -65,7 +65,9 @@ def _system_lib_impl(ctx):
         if have < need:
             _absent(ctx, "needs %s >= %s, found %s" % (ctx.attr.pretty, ctx.attr.min_version, version))
             return
-    linkopts = ["-L" + libdir, "-Wl,-rpath," + libdir] + ["-l" + l for l in ctx.attr.libs]
+    # Each library by its path, not -L/-l: -l takes the first directory
+    # given, and CUDA's lib64 carries its own (older) libnccl.
+    linkopts = ["-Wl,-rpath," + libdir] + [libdir + "/lib" + l + ".so" for l in ctx.attr.libs]
     if root in ["/usr", "/usr/local"]:
         _write(ctx, True, "", version, _lib_body([], linkopts))
     else:

@@ -42,7 +42,7 @@ static engram_status_t issue_launcher(engram_fetch_t *f, engram_gpu_table_t *g, 
         .num_tokens = f->num_tokens,
         .entries_per_token = t->params.entries_per_token,
         .row_bytes = t->params.row_bytes,
-        .rows_off = (uint64_t)((char *)f->rows - g->base),
+        .rows_off = (uint64_t)((char *)f->rows - g->base), /* the span begins with the receive region */
         .first_local_peer = g->first_peer,
         .local_peers = g->local_peers,
         .flush_depth = (uint32_t)t->ctx->cfg.flush_depth,

@@ -165,11 +165,13 @@ static engram_status_t attach_launcher(engram_table_t *t, engram_gpu_table_t *g)
     st = engram_agree(ctx->group, st);
     if (st != ENGRAM_OK)
         return st;
+    /* the receive region and the shard as allocated (not the span's
+     * mappings of them, which are imports) */
     engram_gpu_span_t span = {
         .size = sizeof(span),
-        .base = g->base,
-        .span_bytes = g->span_bytes,
+        .recv = g->recv_own->addr,
         .recv_bytes = g->recv_bytes,
+        .shard = t->shard->addr,
         .shard_bytes = t->shard->size,
         .hybrid = t->shape.hybrid != 0,
         .num_slots = t->num_slots,

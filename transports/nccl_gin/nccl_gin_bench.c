@@ -21,8 +21,8 @@
 #define ROW_BYTES 256u
 #define EPT 24u
 #define TOKENS 512u
-#define WARMUP 20
-#define TIMED 200
+#define WARMUP 5
+#define TIMED 30 /* proxy mode moves each get under a host thread: tens of us per row */
 
 static int fail(const char *what, int rc)
 {
@@ -86,6 +86,7 @@ static int rank_main(engram_group_t *g, void *arg)
     CK(engram_config_set(cfg, "transport", "nccl_gin"));
     engram_context_t *ctx;
     CK(engram_context_create(cfg, g, &ctx));
+    fprintf(stderr, "nccl_gin_bench: rank %d: context on GPU %d\n", rank, rank % devices);
     engram_config_destroy(cfg);
     engram_table_params_t p = {.size = sizeof(p), .entries_per_rank = EPR, .row_bytes = ROW_BYTES,
                                .entries_per_token = EPT, .max_tokens = TOKENS, .recv = ENGRAM_RECV_CUDA};
@@ -96,6 +97,7 @@ static int rank_main(engram_group_t *g, void *arg)
         bench_fill_row((uint64_t)rank * EPR + i, ROW_BYTES, rows + (size_t)i * ROW_BYTES);
     CK(engram_write(t, rows, ROW_BYTES, NULL));
     free(rows);
+    fprintf(stderr, "nccl_gin_bench: rank %d: table attached and written\n", rank);
 
     enum { SETS = 8 };
     size_t n = (size_t)TOKENS * EPT;
@@ -125,6 +127,8 @@ static int rank_main(engram_group_t *g, void *arg)
         CK(cudaEventSynchronize(ev[2]));
         if (it == 0 && !rows_match(idx + s * n, d_rows))
             fail("comparing the fetched rows with the reference", 1);
+        if (it == 0)
+            fprintf(stderr, "nccl_gin_bench: rank %d: first fetch complete and correct\n", rank);
         engram_fetch_release(f);
         if (it >= WARMUP) {
             CK(cudaEventElapsedTime(&issue_ms[it - WARMUP], ev[0], ev[1]));
@@ -159,6 +163,8 @@ static int rank_main(engram_group_t *g, void *arg)
 
 int main(int argc, char **argv)
 {
+    /* NCCL reports on stdout: lines must survive a rank that is killed */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     int codes[2] = {0, 0};
     engram_status_t st = engram_group_fork_run(2, 1, rank_main, argc > 1 ? argv[1] : NULL, codes);
     if (st != ENGRAM_OK) {

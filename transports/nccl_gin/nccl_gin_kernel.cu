@@ -50,11 +50,10 @@ __global__ void __launch_bounds__(kIssueThreads) gin_issue(const ncclDevComm com
             if (lane != 0)
                 continue;
             const unsigned flags = engram_flush_next_flags(&mine[peer], a.flush_depth);
-            // Spans have one layout on every rank: the owner's shard sits at
-            // the same offset in the peer's span as in ours.
-            const uint64_t shard = a.hybrid ? 0 : (uint64_t)(peer % a.local_size) * a.shard_bytes;
-            gin.get(team, (int)peer, a.win, a.recv_bytes + shard + off, a.win,
-                    a.rows_off + (base + src) * a.row_bytes, a.row_bytes, ncclCoopThread(), ncclGin_None{},
+            // Shards have one size on every rank: the row is at src_off in
+            // the owner's (intra is 0: direct, or one rank per node).
+            gin.get(team, (int)peer, a.shard_win, off, a.recv_win, a.rows_off + (base + src) * a.row_bytes,
+                    a.row_bytes, ncclCoopThread(), ncclGin_None{},
                     (flags & ENGRAM_ROUTE_AGGREGATE) ? ncclGinOptFlagsAggregateRequests : ncclGinOptFlagsDefault,
                     ncclGin_SegmentMixed{});
         }

@@ -7,6 +7,12 @@
 #include <stdint.h>
 #include "engram/routing.h"
 
+/* CUDA's include directory may carry an older NCCL's headers: the build's
+ * include order must put NCCL_HOME's first. */
+#if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < NCCL_VERSION(2, 30, 4)
+#error "nccl_gin: compiled against NCCL headers older than 2.30.4"
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -23,16 +29,14 @@ typedef struct engram_nccl_gin_issue_args {
     uint32_t entries_per_token;
     uint32_t row_bytes;
     uint32_t flush_depth;
-    uint64_t rows_off;    /* window offset of the receive slot's row 0 */
-    uint64_t recv_bytes;  /* window offset of the first local shard */
-    uint64_t shard_bytes; /* window bytes per local rank's shard */
-    uint32_t local_size;  /* ranks per node: a direct peer's shard is at (peer % local_size) */
-    uint32_t hybrid;      /* rail team, node spans; else world team, one shard per peer */
+    uint64_t rows_off;    /* offset of the receive slot's row 0 in recv_win */
+    uint32_t hybrid;      /* rail team (peer = node); else world team (peer = rank) */
     uint32_t first_local_peer, local_peers; /* routed peers the engram layer loads itself */
     uint32_t num_peers;   /* of the team */
     uint32_t contexts;    /* GIN contexts of the dev comm; queue q uses context q % contexts */
     int first_queue, num_queues;
-    ncclWindow_t win;
+    ncclWindow_t recv_win;  /* this rank's receive region */
+    ncclWindow_t shard_win; /* every rank's shard: a row at routing's src_off */
     engram_nccl_gin_req_t *reqs; /* device, this slot's [num_queues][num_peers] */
     uint8_t *flushed;            /* device, this slot's [num_queues][num_peers]: reqs[i] is live */
 } engram_nccl_gin_issue_args_t;

@@ -1,8 +1,17 @@
-/* The nccl_gin fetch launcher (hal/gpu_launcher.h): a table's span becomes
- * one NCCL window (receive region + the node's shards, device and
- * HOST_NUMA segments alike), with a dev comm of one GIN context per queue;
- * issue and wait launch the kernels of nccl_gin_kernel.cu. */
+/* The nccl_gin fetch launcher (hal/gpu_launcher.h): a table's receive
+ * region and this rank's shard become two NCCL windows (device memory, and
+ * HOST_NUMA or device memory), with a dev comm of one GIN context per
+ * queue; issue and wait launch the kernels of nccl_gin_kernel.cu.
+ *
+ * Why not one window over engram/gpu's span (receive region + the node's
+ * shards): the span maps the other local ranks' shards (and its own parts)
+ * by importing them, and CUDA refuses to export an imported allocation
+ * again (cuMemExportToShareableHandle: invalid argument), which NCCL's
+ * node-local mapping of a window and the CUDA-IPC RMA plugin both need. So
+ * a rail peer cannot serve the shards of its node's other ranks: hybrid
+ * mode across nodes needs one rank per node here. */
 #include <cuda_runtime_api.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "hal/log.h"
@@ -16,7 +25,7 @@ typedef struct slot_queues {
 struct engram_gpu_launch {
     engram_transport_t *t;
     engram_gpu_span_t span;
-    ncclWindow_t win;
+    ncclWindow_t recv_win, shard_win;
     void *devcomm;
     uint32_t contexts;
     uint32_t num_peers;          /* of the team: ranks (FULL) or nodes (RAIL) */
@@ -37,11 +46,18 @@ static size_t per_slot(const engram_gpu_launch_t *l)
 
 static engram_status_t check_span(const engram_gpu_launch_t *l, const engram_gpu_span_t *s)
 {
-    if (s == NULL || s->size < sizeof(*s) || s->base == NULL || s->num_slots < 1)
+    if (s == NULL || s->size < sizeof(*s) || s->recv == NULL || s->shard == NULL || s->num_slots < 1)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "nccl_gin: attach: span description missing or incomplete");
     if ((s->hybrid != 0) != l->t->hybrid)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "nccl_gin: attach: table is %s, the transport was opened %s",
                             s->hybrid ? "hybrid" : "direct", l->t->hybrid ? "hybrid" : "direct");
+    const engram_transport_t *t = l->t;
+    if (t->hybrid && t->local_size > 1 && t->size > t->local_size)
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
+                            "nccl_gin: mode=hybrid across nodes needs one rank per node (here %d): a rail peer "
+                            "would serve its node's other shards, which it maps by import and cannot register; "
+                            "use mode=direct",
+                            t->local_size);
     if (l->num_peers > engram_nccl_gin_max_peers())
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "nccl_gin: %u peers exceed the kernel's %u", l->num_peers,
                             engram_nccl_gin_max_peers());
@@ -64,12 +80,32 @@ static void free_launch(engram_gpu_launch_t *l)
 {
     if (l->devcomm != NULL)
         engram_nccl_gin_devcomm_destroy(l->t->comm, l->devcomm);
-    if (l->win != NULL)
-        ncclCommWindowDeregister(l->t->comm, l->win);
+    if (l->shard_win != NULL)
+        ncclCommWindowDeregister(l->t->comm, l->shard_win);
+    if (l->recv_win != NULL)
+        ncclCommWindowDeregister(l->t->comm, l->recv_win);
     cudaFree(l->flushed);
     cudaFree(l->reqs);
     free(l->slots);
     free(l);
+}
+
+/* Collective (NCCL's): one window; the status is this rank's. */
+static engram_status_t register_window(engram_transport_t *t, void *addr, uint64_t bytes, const char *what,
+                                       ncclWindow_t *out)
+{
+    ncclResult_t r = ncclCommWindowRegister(t->comm, addr, bytes, out, NCCL_WIN_DEFAULT);
+    if (r != ncclSuccess) {
+        char call[96];
+        snprintf(call, sizeof(call), "ncclCommWindowRegister of the %s", what);
+        return engram_nccl_gin_error(t->comm, call, r);
+    }
+    if (*out == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "nccl_gin: NCCL made no window for the %s: this communicator "
+                                                    "has no symmetric memory (it needs cuMem and CUDA P2P among a "
+                                                    "node's ranks)",
+                            what);
+    return ENGRAM_OK;
 }
 
 static engram_status_t nccl_gin_attach(engram_transport_t *t, const engram_gpu_span_t *span,
@@ -88,16 +124,15 @@ static engram_status_t nccl_gin_attach(engram_transport_t *t, const engram_gpu_s
     st = engram_nccl_gin_agree(t, st);
     if (st != ENGRAM_OK)
         goto err_free;
-    ncclResult_t r = ncclCommWindowRegister(t->comm, span->base, span->span_bytes, &l->win, NCCL_WIN_DEFAULT);
-    if (r != ncclSuccess)
-        st = engram_nccl_gin_error(t->comm, "ncclCommWindowRegister of the table's span", r);
-    else if (l->win == NULL)
-        st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "nccl_gin: NCCL made no window: this communicator has no "
-                                                  "symmetric memory (it needs cuMem and CUDA P2P among a node's ranks)");
-    st = engram_nccl_gin_agree(t, st);
+    st = engram_nccl_gin_agree(t, register_window(t, span->recv, span->recv_bytes, "receive region", &l->recv_win));
     if (st != ENGRAM_OK)
         goto err_free;
-    r = (ncclResult_t)engram_nccl_gin_devcomm_create(t->comm, ENGRAM_NCCL_GIN_MAX_QUEUES, t->hybrid, t->queue_depth,
+    st = engram_nccl_gin_agree(t, register_window(t, span->shard, span->shard_bytes, "shard", &l->shard_win));
+    if (st != ENGRAM_OK)
+        goto err_free;
+    ENGRAM_INFO("nccl_gin: rank %d: windows registered: receive region %llu bytes, shard %llu bytes", t->rank,
+                (unsigned long long)span->recv_bytes, (unsigned long long)span->shard_bytes);
+    ncclResult_t r = (ncclResult_t)engram_nccl_gin_devcomm_create(t->comm, ENGRAM_NCCL_GIN_MAX_QUEUES, t->hybrid, t->queue_depth,
                                                      &l->devcomm, &l->contexts);
     if (r != ncclSuccess)
         st = engram_nccl_gin_error(t->comm, t->hybrid ? "ncclDevCommCreate (GIN, RAIL connections)"
@@ -107,6 +142,7 @@ static engram_status_t nccl_gin_attach(engram_transport_t *t, const engram_gpu_s
     st = engram_nccl_gin_agree(t, st);
     if (st != ENGRAM_OK)
         goto err_free;
+    ENGRAM_INFO("nccl_gin: rank %d: dev comm with %u GIN contexts, %u peers", t->rank, l->contexts, l->num_peers);
     *out = l;
     return ENGRAM_OK;
 
@@ -131,9 +167,6 @@ static engram_status_t nccl_gin_issue(engram_gpu_launch_t *l, const engram_gpu_i
         .row_bytes = f->row_bytes,
         .flush_depth = f->flush_depth,
         .rows_off = f->rows_off,
-        .recv_bytes = l->span.recv_bytes,
-        .shard_bytes = l->span.shard_bytes,
-        .local_size = (uint32_t)t->local_size,
         .hybrid = t->hybrid,
         .first_local_peer = f->first_local_peer,
         .local_peers = f->local_peers,
@@ -141,7 +174,8 @@ static engram_status_t nccl_gin_issue(engram_gpu_launch_t *l, const engram_gpu_i
         .contexts = l->contexts,
         .first_queue = f->first_queue,
         .num_queues = f->num_queues,
-        .win = l->win,
+        .recv_win = l->recv_win,
+        .shard_win = l->shard_win,
         .reqs = l->reqs + at,
         .flushed = l->flushed + at,
     };

@@ -161,6 +161,8 @@ static engram_status_t nccl_gin_open(engram_group_t *group, const struct engram_
     st = engram_nccl_gin_agree(t, r == ncclSuccess ? check_props(t) : engram_nccl_gin_error(NULL, "ncclCommInitRank", r));
     if (st != ENGRAM_OK)
         goto err_destroy_comm;
+    ENGRAM_INFO("nccl_gin: rank %d of %d: communicator ready, GIN type %d, %s connections", t->rank, t->size,
+                t->gin_type, t->hybrid ? "RAIL" : "FULL");
     *out = t;
     return ENGRAM_OK;
 
