@@ -10,9 +10,11 @@
  * GIN (on a host without a GIN NIC: the RMA plugin, README.md).
  * Usage: nccl_gin_bench [json_path] */
 #include <cuda_runtime_api.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engram/engram.h"
 #include "tools/bench/bench.h"
@@ -23,6 +25,7 @@
 #define TOKENS 512u
 #define WARMUP 5
 #define TIMED 30 /* proxy mode moves each get under a host thread: tens of us per row */
+#define DEADLINE_S 90 /* a rank with no result by then gives up (a stuck GIN kernel would hold the GPU tier) */
 
 static int fail(const char *what, int rc)
 {
@@ -72,9 +75,19 @@ static bool rows_match(const int64_t *idx, const void *d_rows)
     return ok;
 }
 
+static void give_up(int sig)
+{
+    (void)sig;
+    static const char msg[] = "nccl_gin_bench: no result within the deadline; giving up\n";
+    (void)write(2, msg, sizeof(msg) - 1);
+    _exit(1);
+}
+
 static int rank_main(engram_group_t *g, void *arg)
 {
     const char *json = arg;
+    signal(SIGALRM, give_up);
+    alarm(DEADLINE_S);
     int rank = engram_group_rank(g), devices = 0;
     CK(cudaGetDeviceCount(&devices));
     CK(cudaSetDevice(rank % devices));
