@@ -12,6 +12,8 @@
 
 typedef struct rma_request {
     rma_comm_t *comm;
+    rma_stream_order_t *order; /* the stream's bookkeeping */
+    uint64_t seq;              /* its place on that stream */
     cudaEvent_t done;
     int signal_peer; /* -1: no signal to send when the copy is done */
     rma_signal_msg_t signal;
@@ -28,11 +30,16 @@ rma_result_t rma_ops_create_context(void *coll_comm, rma_config_t *config, void 
     if (res != RMA_SUCCESS)
         return res;
     rma_context_t *x = calloc(1, sizeof(*x));
-    if (x == NULL || (x->streams = calloc((size_t)config->n_contexts, sizeof(*x->streams))) == NULL) {
+    if (x == NULL || (x->streams = calloc((size_t)config->n_contexts, sizeof(*x->streams))) == NULL ||
+        (x->order = calloc((size_t)config->n_contexts, sizeof(*x->order))) == NULL) {
+        if (x != NULL)
+            free(x->streams);
         free(x);
         return RMA_ERR_SYSTEM;
     }
     x->comm = c;
+    for (int i = 0; i < config->n_contexts; i++)
+        x->order[i].pending_from = UINT64_MAX;
     for (; x->n < config->n_contexts; x->n++) {
         cudaError_t e = cudaStreamCreateWithFlags(&x->streams[x->n], cudaStreamNonBlocking);
         if (e != cudaSuccess) {
@@ -69,6 +76,7 @@ rma_result_t rma_ops_destroy_context(void *rma_ctx)
         cudaStreamDestroy(x->streams[i]);
     }
     free(x->streams);
+    free(x->order);
     free(x);
     return res;
 }
@@ -94,8 +102,10 @@ static bool span_ok(uint64_t off, uint64_t size, uint64_t limit)
     return off <= limit && size <= limit - off;
 }
 
-/* The context's stream for `context`, after the common argument checks. */
-static rma_result_t op_stream(rma_context_t *x, int context, uint32_t rank, cudaStream_t *out)
+/* The context's stream for `context` and its bookkeeping, after the
+ * common argument checks. */
+static rma_result_t op_stream(rma_context_t *x, int context, uint32_t rank, cudaStream_t *out,
+                              rma_stream_order_t **order)
 {
     if (x == NULL || context < 0 || context >= x->n) {
         RMA_WARN("context index %d outside the %d contexts", context, x != NULL ? x->n : 0);
@@ -106,6 +116,7 @@ static rma_result_t op_stream(rma_context_t *x, int context, uint32_t rank, cuda
         return RMA_ERR_ARGUMENT;
     }
     *out = x->streams[context];
+    *order = &x->order[context];
     return rma_use_device(x->comm);
 }
 
@@ -134,13 +145,14 @@ static rma_result_t locate(rma_comm_t *c, void *mh, uint32_t rank, uint64_t off,
 
 /* Copies on the stream (when size > 0) and returns a request completing
  * after it. */
-static rma_result_t copy_request(rma_comm_t *c, cudaStream_t s, char *dst, const char *src, size_t size,
-                                 rma_request_t **out)
+static rma_result_t copy_request(rma_comm_t *c, cudaStream_t s, rma_stream_order_t *order, char *dst,
+                                 const char *src, size_t size, rma_request_t **out)
 {
     rma_request_t *q = calloc(1, sizeof(*q));
     if (q == NULL)
         return RMA_ERR_SYSTEM;
     q->comm = c;
+    q->order = order;
     q->signal_peer = -1;
     cudaError_t e = size > 0 ? cudaMemcpyAsync(dst, src, size, cudaMemcpyDefault, s) : cudaSuccess;
     if (e == cudaSuccess)
@@ -156,6 +168,7 @@ static rma_result_t copy_request(rma_comm_t *c, cudaStream_t s, char *dst, const
         free(q);
         return RMA_ERR_CUDA;
     }
+    q->seq = ++order->issued;
     *out = q;
     return RMA_SUCCESS;
 }
@@ -165,14 +178,15 @@ rma_result_t rma_ops_iget(void *rma_ctx, int context, uint64_t remote_off, void 
 {
     rma_context_t *x = rma_ctx;
     cudaStream_t s;
+    rma_stream_order_t *order;
     char *src, *dst;
-    rma_result_t res = op_stream(x, context, rank, &s);
+    rma_result_t res = op_stream(x, context, rank, &s, &order);
     if (res == RMA_SUCCESS)
         res = locate(x->comm, remote_mh, rank, remote_off, size, "iget source", &src);
     if (res == RMA_SUCCESS)
         res = locate(x->comm, local_mh, (uint32_t)x->comm->rank, local_off, size, "iget destination", &dst);
     if (res == RMA_SUCCESS)
-        res = copy_request(x->comm, s, dst, src, size, (rma_request_t **)request);
+        res = copy_request(x->comm, s, order, dst, src, size, (rma_request_t **)request);
     return res;
 }
 
@@ -190,9 +204,10 @@ rma_result_t rma_ops_iput_signal(void *rma_ctx, int context, uint64_t src_off, v
     (void)strong; /* every signal here follows its data */
     rma_context_t *x = rma_ctx;
     cudaStream_t s;
+    rma_stream_order_t *order;
     char *src = NULL, *dst = NULL;
     rma_region_t *sig = NULL;
-    rma_result_t res = op_stream(x, context, rank, &s);
+    rma_result_t res = op_stream(x, context, rank, &s, &order);
     bool data = size > 0;
     if (res == RMA_SUCCESS && data)
         res = locate(x->comm, src_mh, (uint32_t)x->comm->rank, src_off, size, "iput source", &src);
@@ -217,7 +232,7 @@ rma_result_t rma_ops_iput_signal(void *rma_ctx, int context, uint64_t src_off, v
     }
     rma_request_t *q = NULL;
     if (res == RMA_SUCCESS)
-        res = copy_request(x->comm, s, dst, src, size, &q);
+        res = copy_request(x->comm, s, order, dst, src, size, &q);
     if (res != RMA_SUCCESS)
         return res;
     if (sig != NULL) {
@@ -235,11 +250,12 @@ rma_result_t rma_ops_iflush(void *rma_ctx, int context, void *mhandle, uint32_t 
     (void)mhandle;
     rma_context_t *x = rma_ctx;
     cudaStream_t s;
-    rma_result_t res = op_stream(x, context, rank, &s);
+    rma_stream_order_t *order;
+    rma_result_t res = op_stream(x, context, rank, &s, &order);
     /* Copies land where they are going once their event completes, so a
      * flush only has to wait for the copies issued before it. */
     if (res == RMA_SUCCESS)
-        res = copy_request(x->comm, s, NULL, NULL, 0, (rma_request_t **)request);
+        res = copy_request(x->comm, s, order, NULL, NULL, 0, (rma_request_t **)request);
     return res;
 }
 
@@ -252,12 +268,20 @@ rma_result_t rma_ops_test(void *coll_comm, void *request, int *done)
     }
     rma_comm_t *c = coll_comm != NULL ? coll_comm : q->comm;
     *done = 0;
+    rma_stream_order_t *o = q->order;
+    if (q->seq <= o->last_tested)
+        o->pending_from = UINT64_MAX; /* a new sweep */
+    o->last_tested = q->seq;
+    if (q->seq > o->done && q->seq >= o->pending_from)
+        return RMA_SUCCESS; /* behind a pending copy on its stream */
     rma_result_t res = rma_use_device(c);
     if (res != RMA_SUCCESS)
         return res;
-    cudaError_t e = cudaEventQuery(q->done);
-    if (e == cudaErrorNotReady)
+    cudaError_t e = q->seq <= o->done ? cudaSuccess : cudaEventQuery(q->done);
+    if (e == cudaErrorNotReady) {
+        o->pending_from = q->seq;
         return rma_mesh_drain(c);
+    }
     if (e != cudaSuccess) {
         RMA_WARN("rank %d: a copy failed: %s", c->rank, cudaGetErrorString(e));
         atomic_store(&c->failed, true);
@@ -269,6 +293,8 @@ rma_result_t rma_ops_test(void *coll_comm, void *request, int *done)
         res = rma_mesh_send_signal(c, q->signal_peer, &q->signal);
     if (res != RMA_SUCCESS)
         return res; /* the request stays: NCCL treats the error as fatal */
+    if (q->seq > o->done)
+        o->done = q->seq;
     cudaEventDestroy(q->done);
     free(q);
     *done = 1;
