@@ -127,6 +127,20 @@ cudaError_t by_vector(uint32_t row_bytes, F launch)
 
 }  // namespace
 
+extern "C" int engram_gpu_kernels_load(void)
+{
+    cudaFuncAttributes attr;
+    cudaError_t ce = cudaSuccess;
+    for (uint32_t row_bytes : {16u, 8u, 4u, 1u})
+        if (ce == cudaSuccess)
+            ce = by_vector(row_bytes, [&](auto v) {
+                using V = decltype(v);
+                cudaError_t e = cudaFuncGetAttributes(&attr, gather_rows<V>);
+                return e == cudaSuccess ? cudaFuncGetAttributes(&attr, scatter_rows<V>) : e;
+            });
+    return ce;
+}
+
 extern "C" int engram_gpu_gather_launch(const engram_gpu_gather_args_t *a, int blocks, void *stream)
 {
     cudaStream_t s = static_cast<cudaStream_t>(stream);

@@ -36,6 +36,13 @@ typedef struct engram_gpu_gather_args {
     engram_gpu_bad_t *bad; /* host-mapped, [blocks] */
 } engram_gpu_gather_args_t;
 
+/* Loads every kernel of this file now. With CUDA's lazy loading a
+ * kernel's first launch loads its module, which waits for the device to go
+ * idle: behind a kernel that spins until a host thread moves data (GIN's
+ * proxy mode), that first launch would never return. Returns the
+ * cudaError_t. */
+int engram_gpu_kernels_load(void);
+
 /* Launches `blocks` blocks (one per SM) on `stream` (a cudaStream_t);
  * returns the launch's cudaError_t. */
 int engram_gpu_gather_launch(const engram_gpu_gather_args_t *a, int blocks, void *stream);

@@ -88,6 +88,9 @@ static engram_status_t alloc_local(engram_table_t *t, engram_gpu_table_t *g)
     if (ce != cudaSuccess)
         return cuda_error("reading the SM count", ce);
     g->blocks = ctx->cfg.gpu_sms > 0 && ctx->cfg.gpu_sms < sms ? (int)ctx->cfg.gpu_sms : sms;
+    ce = (cudaError_t)engram_gpu_kernels_load();
+    if (ce != cudaSuccess)
+        return cuda_error("loading the fetch kernels", ce);
     engram_status_t st = engram_cuda_granularity(g->device, &g->gran);
     if (st != ENGRAM_OK)
         return st;

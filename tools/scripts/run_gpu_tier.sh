@@ -19,6 +19,9 @@ export ENGRAM_TIMEOUT_MS=${ENGRAM_TIMEOUT_MS:-120000}
 if [[ -z ${NCCL_RMA_PLUGIN:-} && -f $here/bin/libnccl-rma-engram.so ]]; then
     export NCCL_RMA_PLUGIN=$here/bin/libnccl-rma-engram.so
 fi
+# The plugin's copy streams need hardware queues of their own, apart from
+# GIN kernels that spin until those copies finish (rma_plugin/README.md).
+export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
 {
     echo "=== GPU tier, $(date -u +%FT%TZ), host $(hostname), bundle of $(cat "$here/commit.txt" 2>/dev/null)"
     nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current \

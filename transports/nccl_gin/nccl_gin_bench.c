@@ -8,7 +8,7 @@
  * and the medians over the timed fetches are printed (rank 0) and, with a
  * path argument, appended there as one JSON line. Needs 2 GPUs and NCCL's
  * GIN (on a host without a GIN NIC: the RMA plugin, README.md).
- * Usage: nccl_gin_bench [json_path] */
+ * Usage: nccl_gin_bench [json_path [tokens [entries_per_rank]]] ("" for no JSON) */
 #include <cuda_runtime_api.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,10 +19,8 @@
 #include "engram/engram.h"
 #include "tools/bench/bench.h"
 
-#define EPR (1u << 20) /* 256 MiB of rows per rank */
 #define ROW_BYTES 256u
 #define EPT 24u
-#define TOKENS 512u
 #define WARMUP 5
 #define TIMED 30 /* proxy mode moves each get under a host thread: tens of us per row */
 #define DEADLINE_S 90 /* a rank with no result by then gives up (a stuck GIN kernel would hold the GPU tier) */
@@ -32,6 +30,10 @@ static int fail(const char *what, int rc)
     fprintf(stderr, "nccl_gin_bench: %s failed (%d): %s\n", what, rc, engram_last_error());
     exit(1);
 }
+/* The shape: DeepEP's decode shape over 256 MiB of rows per rank unless
+ * argv says otherwise (nccl_gin_bench [json_path [tokens [entries_per_rank]]]). */
+static uint32_t TOKENS = 512, EPR = 1u << 20;
+
 #define CK(expr)                                        \
     do {                                                \
         int rc_ = (int)(expr);                          \
@@ -131,6 +133,8 @@ static int rank_main(engram_group_t *g, void *arg)
         CK(cudaEventRecord(ev[0], st));
         CK(engram_fetch_on_stream(t, d_idx + s * n, TOKENS, 0, st, &f));
         CK(cudaEventRecord(ev[1], st));
+        if (it == 0)
+            fprintf(stderr, "nccl_gin_bench: rank %d: first fetch issued\n", rank);
         engram_status_t ts = engram_test(f); /* queues the launcher's wait */
         if (ts != ENGRAM_OK && ts != ENGRAM_INPROGRESS)
             fail("engram_test", ts);
@@ -178,8 +182,19 @@ int main(int argc, char **argv)
 {
     /* NCCL reports on stdout: lines must survive a rank that is killed */
     setvbuf(stdout, NULL, _IOLBF, 0);
+    /* Before any CUDA call: the RMA plugin's copies need hardware queues of
+     * their own (rma_plugin/README.md). */
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+    if (argc > 2)
+        TOKENS = (uint32_t)strtoul(argv[2], NULL, 0);
+    if (argc > 3)
+        EPR = (uint32_t)strtoul(argv[3], NULL, 0);
+    if (TOKENS == 0 || EPR == 0) {
+        fprintf(stderr, "usage: nccl_gin_bench [json_path [tokens [entries_per_rank]]]\n");
+        return 2;
+    }
     int codes[2] = {0, 0};
-    engram_status_t st = engram_group_fork_run(2, 1, rank_main, argc > 1 ? argv[1] : NULL, codes);
+    engram_status_t st = engram_group_fork_run(2, 1, rank_main, argc > 1 && argv[1][0] ? argv[1] : NULL, codes);
     if (st != ENGRAM_OK) {
         fprintf(stderr, "nccl_gin_bench: failed (%s), rank exit codes %d %d\n", engram_status_str(st), codes[0],
                 codes[1]);

@@ -111,6 +111,12 @@ extern "C" int engram_nccl_gin_query(ncclComm_t comm, engram_nccl_gin_props_t *o
 extern "C" int engram_nccl_gin_devcomm_create(ncclComm_t comm, int queues, int rail, int queue_depth, void **devcomm,
                                               uint32_t *contexts)
 {
+    // Loaded now, not at their first launch: under CUDA's lazy loading that
+    // launch waits for the device to go idle, and the issue kernel spins
+    // until the proxy thread has moved its gets (engram/gpu/gather.h).
+    cudaFuncAttributes attr;
+    if (cudaFuncGetAttributes(&attr, gin_issue) != cudaSuccess || cudaFuncGetAttributes(&attr, gin_wait) != cudaSuccess)
+        return ncclUnhandledCudaError;
     ncclDevComm *dc = new (std::nothrow) ncclDevComm;
     if (dc == nullptr)
         return ncclSystemError;

@@ -15,6 +15,16 @@ static rma_result_t plugin_init(void **ctx, uint64_t comm_id, rma_logger_t log)
     if (ctx == NULL)
         return RMA_ERR_ARGUMENT;
     rma_set_logger(log);
+    /* Copies run on this plugin's streams while NCCL's GIN kernels spin
+     * until those copies complete. CUDA maps streams onto
+     * CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 unless set before the
+     * process first uses CUDA); a copy queued behind a spinning kernel on a
+     * shared queue never runs. Seen with 768 gets per context (README.md). */
+    const char *conn = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    if (conn == NULL || atoi(conn) < 32)
+        RMA_WARN("CUDA_DEVICE_MAX_CONNECTIONS is %s: set it to 32 before the process first uses CUDA, or a "
+                 "GIN kernel waiting for queue credits can block the copies it waits for",
+                 conn != NULL ? conn : "unset (8)");
     rma_result_t res = rma_driver_load();
     if (res != RMA_SUCCESS)
         return res;
