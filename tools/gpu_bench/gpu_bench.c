@@ -15,6 +15,7 @@
 
 #include "engram/engram.h"
 #include "tools/bench/bench.h"
+#include "tools/gpu_bench/gpu_rows.h"
 
 #define EPR (1u << 20) /* 256 MiB of 256-byte rows: far past the 60 MB L2 */
 #define ROW_BYTES 256u
@@ -109,19 +110,6 @@ static double time_memcpy(const target_t *tg, cudaStream_t s, void *dst, const v
     return time_best(s, &w, iters);
 }
 
-static bool check_rows(const int64_t *idx, size_t n, const void *d_rows)
-{
-    uint8_t *got = malloc(n * ROW_BYTES), want[ROW_BYTES];
-    CK(cudaMemcpy(got, d_rows, n * ROW_BYTES, cudaMemcpyDeviceToHost));
-    bool ok = true;
-    for (size_t i = 0; ok && i < n; i++) {
-        bench_fill_row((uint64_t)idx[i], ROW_BYTES, want);
-        ok = memcmp(got + i * ROW_BYTES, want, ROW_BYTES) == 0;
-    }
-    free(got);
-    return ok;
-}
-
 /* Seconds per fetch, fetch_slots fetches kept in flight on one stream. */
 typedef struct fetch_work {
     engram_table_t *t;
@@ -213,7 +201,7 @@ static void run_sms(engram_group_t *g, const target_t *tg, int sms, const shape_
         const void *d_rows;
         CK(engram_fetch_on_stream(t, d_idx[0], sh->tokens, 0, s, &f));
         CK(engram_wait(f, &d_rows, NULL));
-        bool ok = check_rows(idx0, n, d_rows);
+        bool ok = bench_gpu_rows_match(idx0, n, ROW_BYTES, d_rows);
         engram_fetch_release(f);
         double fetch_s = time_fetch(t, s, d_idx, sh, sh->iters);
         void *src, *d_dst;

@@ -18,6 +18,7 @@
 
 #include "engram/engram.h"
 #include "tools/bench/bench.h"
+#include "tools/gpu_bench/gpu_rows.h"
 
 #define ROW_BYTES 256u
 #define EPT 24u
@@ -61,20 +62,6 @@ static void make_indices(int rank, uint64_t seed, int64_t *out)
     bench_make_indices(&c, rank, 0, out);
     for (uint32_t i = 0; i < TOKENS * EPT; i++)
         out[i] = out[i] % EPR + (int64_t)(1 - rank) * EPR;
-}
-
-static bool rows_match(const int64_t *idx, const void *d_rows)
-{
-    size_t n = (size_t)TOKENS * EPT;
-    uint8_t *got = malloc(n * ROW_BYTES), want[ROW_BYTES];
-    CK(cudaMemcpy(got, d_rows, n * ROW_BYTES, cudaMemcpyDeviceToHost));
-    bool ok = true;
-    for (size_t i = 0; ok && i < n; i++) {
-        bench_fill_row((uint64_t)idx[i], ROW_BYTES, want);
-        ok = memcmp(got + i * ROW_BYTES, want, ROW_BYTES) == 0;
-    }
-    free(got);
-    return ok;
 }
 
 static void give_up(int sig)
@@ -142,7 +129,7 @@ static int rank_main(engram_group_t *g, void *arg)
         const void *d_rows;
         CK(engram_wait(f, &d_rows, NULL));
         CK(cudaEventSynchronize(ev[2]));
-        if (it == 0 && !rows_match(idx + s * n, d_rows))
+        if (it == 0 && !bench_gpu_rows_match(idx + s * n, n, ROW_BYTES, d_rows))
             fail("comparing the fetched rows with the reference", 1);
         if (it == 0)
             fprintf(stderr, "nccl_gin_bench: rank %d: first fetch complete and correct\n", rank);

@@ -9,15 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/check.h"
 #include "transports/nccl_gin/rma_plugin/rma_abi.h"
-
-#define CHECK(cond)                                                                 \
-    do {                                                                            \
-        if (!(cond)) {                                                              \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            exit(1);                                                                \
-        }                                                                           \
-    } while (0)
 
 _Static_assert(offsetof(rma_net_props_t, ptr_support) == 24, "ptrSupport");
 _Static_assert(offsetof(rma_net_props_t, max_recvs) == 52, "maxRecvs");

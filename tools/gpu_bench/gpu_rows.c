@@ -1,0 +1,21 @@
+#include "tools/gpu_bench/gpu_rows.h"
+
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/bench/bench.h"
+
+bool bench_gpu_rows_match(const int64_t *idx, size_t n, uint32_t row_bytes, const void *d_rows)
+{
+    uint8_t *got = malloc(n * row_bytes + 1), *want = malloc(row_bytes);
+    bool ok = got != NULL && want != NULL &&
+              cudaMemcpy(got, d_rows, n * row_bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
+    for (size_t i = 0; ok && i < n; i++) {
+        bench_fill_row((uint64_t)idx[i], row_bytes, want);
+        ok = memcmp(got + i * row_bytes, want, row_bytes) == 0;
+    }
+    free(got);
+    free(want);
+    return ok;
+}
