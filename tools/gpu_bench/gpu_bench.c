@@ -15,24 +15,13 @@
 
 #include "engram/engram.h"
 #include "tools/bench/bench.h"
-#include "tools/gpu_bench/gpu_rows.h"
+#include "tools/gpu_bench/gpu_check.h"
 
 #define EPR (1u << 20) /* 256 MiB of 256-byte rows: far past the 60 MB L2 */
 #define ROW_BYTES 256u
 #define EPT 24u
 #define SLOTS 4
 
-static int fail(const char *what, int rc)
-{
-    fprintf(stderr, "engram_gpu_bench: %s failed (%d): %s\n", what, rc, engram_last_error());
-    exit(1);
-}
-#define CK(expr)                                        \
-    do {                                                \
-        int rc_ = (int)(expr);                          \
-        if (rc_ != 0)                                   \
-            fail(#expr, rc_);                           \
-    } while (0)
 
 typedef struct shape {
     uint32_t tokens;
@@ -209,7 +198,7 @@ static void run_sms(engram_group_t *g, const target_t *tg, int sms, const shape_
             /* peer access on, or the copy is staged through the host */
             cudaError_t pe = cudaDeviceEnablePeerAccess(1, 0);
             if (pe != cudaSuccess && pe != cudaErrorPeerAccessAlreadyEnabled)
-                fail("cudaDeviceEnablePeerAccess(1)", (int)pe);
+                bench_gpu_fail("cudaDeviceEnablePeerAccess(1)", (int)pe);
             (void)cudaGetLastError();
             CK(cudaSetDevice(1));
             CK(cudaMalloc(&src, bytes));

@@ -18,7 +18,7 @@
 
 #include "engram/engram.h"
 #include "tools/bench/bench.h"
-#include "tools/gpu_bench/gpu_rows.h"
+#include "tools/gpu_bench/gpu_check.h"
 
 #define ROW_BYTES 256u
 #define EPT 24u
@@ -26,21 +26,9 @@
 #define TIMED 30 /* proxy mode moves each get under a host thread: tens of us per row */
 #define DEADLINE_S 90 /* a rank with no result by then gives up (a stuck GIN kernel would hold the GPU tier) */
 
-static int fail(const char *what, int rc)
-{
-    fprintf(stderr, "nccl_gin_bench: %s failed (%d): %s\n", what, rc, engram_last_error());
-    exit(1);
-}
 /* The shape: DeepEP's decode shape over 256 MiB of rows per rank unless
  * argv says otherwise (nccl_gin_bench [json_path [tokens [entries_per_rank]]]). */
 static uint32_t TOKENS = 512, EPR = 1u << 20;
-
-#define CK(expr)                                        \
-    do {                                                \
-        int rc_ = (int)(expr);                          \
-        if (rc_ != 0)                                   \
-            fail(#expr, rc_);                           \
-    } while (0)
 
 static int cmp_float(const void *a, const void *b)
 {
@@ -124,13 +112,13 @@ static int rank_main(engram_group_t *g, void *arg)
             fprintf(stderr, "nccl_gin_bench: rank %d: first fetch issued\n", rank);
         engram_status_t ts = engram_test(f); /* queues the launcher's wait */
         if (ts != ENGRAM_OK && ts != ENGRAM_INPROGRESS)
-            fail("engram_test", ts);
+            bench_gpu_fail("engram_test", ts);
         CK(cudaEventRecord(ev[2], st));
         const void *d_rows;
         CK(engram_wait(f, &d_rows, NULL));
         CK(cudaEventSynchronize(ev[2]));
         if (it == 0 && !bench_gpu_rows_match(idx + s * n, n, ROW_BYTES, d_rows))
-            fail("comparing the fetched rows with the reference", 1);
+            bench_gpu_fail("comparing the fetched rows with the reference", 1);
         if (it == 0)
             fprintf(stderr, "nccl_gin_bench: rank %d: first fetch complete and correct\n", rank);
         engram_fetch_release(f);

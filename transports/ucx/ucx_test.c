@@ -352,13 +352,28 @@ static void fill_checked(void *addr, int rank)
     }
 }
 
+/* The end of every alloc_symmetric case: the owner writes its pattern into
+ * the memory UCX provided, every peer's gets check it, then dereg and
+ * close once all ranks are done. */
+static void serve_alloc_and_close(engram_group_t *group, scenario_t *sc, engram_transport_t *t,
+                                  engram_config_t *cfg, engram_region_t *remote, void *addr)
+{
+    int rank = engram_group_rank(group);
+    fill_checked(addr, rank);
+    CHECK_OK(engram_group_barrier(group));
+    gets_checked(t, rank, remote, false, 0);
+    serve_until_all(t, &sc->shared->done, NRANKS);
+    ops->dereg(t, remote);
+    ops->close(t);
+    engram_config_destroy(cfg);
+}
+
 /* alloc_symmetric: node spans and huge_pages=on refused on every rank;
  * then memory UCX provides, written by its owner and read by every peer,
  * with no owner progress where UCX maps the peers' memory here. */
 static int alloc_fetch_main(engram_group_t *group, void *arg)
 {
     scenario_t *sc = arg;
-    int rank = engram_group_rank(group);
     engram_config_t *cfg = config_for(ENGRAM_MODE_DIRECT, 20000);
     engram_transport_t *t;
     CHECK_OK(ops->open(group, cfg, &t));
@@ -374,13 +389,7 @@ static int alloc_fetch_main(engram_group_t *group, void *arg)
     params.huge = ENGRAM_HUGE_AUTO;
     CHECK_OK(ops->alloc_symmetric(t, &params, ENGRAM_REG_RANK, &remote, &addr, &flags));
     CHECK(flags == (tls_maps_peers() ? 0u : ENGRAM_CAP_OWNER_PROGRESS));
-    fill_checked(addr, rank);
-    CHECK_OK(engram_group_barrier(group));
-    gets_checked(t, rank, remote, false, 0);
-    serve_until_all(t, &sc->shared->done, NRANKS);
-    ops->dereg(t, remote);
-    ops->close(t);
-    engram_config_destroy(cfg);
+    serve_alloc_and_close(group, sc, t, cfg, remote, addr);
     return 0;
 }
 
@@ -436,13 +445,7 @@ static int alloc_errors_main(engram_group_t *group, void *arg)
     CHECK(remote == NULL && addr == NULL);
     params = alloc_params(SEG_BYTES);
     CHECK_OK(ops->alloc_symmetric(t, &params, ENGRAM_REG_RANK, &remote, &addr, &flags));
-    fill_checked(addr, rank);
-    CHECK_OK(engram_group_barrier(group));
-    gets_checked(t, rank, remote, false, 0);
-    serve_until_all(t, &sc->shared->done, NRANKS);
-    ops->dereg(t, remote);
-    ops->close(t);
-    engram_config_destroy(cfg);
+    serve_alloc_and_close(group, sc, t, cfg, remote, addr);
     return 0;
 }
 

@@ -1,10 +1,19 @@
-#include "tools/gpu_bench/gpu_rows.h"
+#include "tools/gpu_bench/gpu_check.h"
 
 #include <cuda_runtime_api.h>
+#include <errno.h> /* program_invocation_short_name (_GNU_SOURCE, .bazelrc) */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engram/engram.h"
 #include "tools/bench/bench.h"
+
+void bench_gpu_fail(const char *what, int rc)
+{
+    fprintf(stderr, "%s: %s failed (%d): %s\n", program_invocation_short_name, what, rc, engram_last_error());
+    exit(1);
+}
 
 bool bench_gpu_rows_match(const int64_t *idx, size_t n, uint32_t row_bytes, const void *d_rows)
 {
