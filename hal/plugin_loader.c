@@ -24,9 +24,58 @@
 /* The ops fields this library calls: everything up to and including close. */
 #define OPS_MIN_SIZE (offsetof(engram_transport_ops_t, close) + sizeof(((engram_transport_ops_t *)0)->close))
 
-/* Every function pointer except the optional describe. */
-#define MANDATORY_OPS(X) \
-    X(available) X(open) X(caps) X(reg_symmetric) X(reg_local) X(dereg) X(get) X(flush) X(test) X(request_free) X(close)
+/* What every transport provides. */
+#define MANDATORY_OPS(X) X(available) X(open) X(caps) X(close)
+/* The host-initiated data path: all of it, or (a GPU-initiated backend
+ * with a fetch launcher) none of it. */
+#define HOST_OPS(X) X(reg_symmetric) X(reg_local) X(dereg) X(get) X(flush) X(test) X(request_free)
+#define LAUNCHER_OPS(X) X(attach) X(issue) X(wait) X(detach)
+#define LAUNCHER_MIN_SIZE                                                                                      \
+    (offsetof(engram_gpu_launcher_ops_t, detach) + sizeof(((engram_gpu_launcher_ops_t *)0)->detach))
+
+/* The plugin's fetch launcher, NULL when it has none or predates the field. */
+static const engram_gpu_launcher_ops_t *plugin_launcher(const engram_transport_ops_t *ops)
+{
+    size_t end = offsetof(engram_transport_ops_t, gpu_launcher) + sizeof(ops->gpu_launcher);
+    return ops->size >= end ? ops->gpu_launcher : NULL;
+}
+
+static engram_status_t check_functions(const engram_transport_ops_t *ops, const char *file)
+{
+#define CHECK_MANDATORY(fn)                                                                                    \
+    if (ops->fn == NULL)                                                                                       \
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s: ops->" #fn " is NULL but every transport must "   \
+                            "provide it", file);
+    MANDATORY_OPS(CHECK_MANDATORY)
+#undef CHECK_MANDATORY
+    const engram_gpu_launcher_ops_t *l = plugin_launcher(ops);
+    int host = 0, host_total = 0;
+#define COUNT_HOST(fn) host += ops->fn != NULL, host_total++;
+    HOST_OPS(COUNT_HOST)
+#undef COUNT_HOST
+    if (l == NULL || host != 0) {
+#define CHECK_HOST(fn)                                                                                         \
+    if (ops->fn == NULL)                                                                                       \
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s: ops->" #fn " is NULL but every transport must "   \
+                            "provide it (a GPU-initiated one with a gpu_launcher may leave all %d host ops NULL)", \
+                            file, host_total);
+        HOST_OPS(CHECK_HOST)
+#undef CHECK_HOST
+    }
+    if (l == NULL)
+        return ENGRAM_OK;
+    if (l->size < LAUNCHER_MIN_SIZE)
+        return ENGRAM_ERROR(ENGRAM_ERR_VERSION, "plugin %s: gpu_launcher->size is %zu bytes, this library needs at "
+                                                "least %zu (built against an older hal/gpu_launcher.h)",
+                            file, l->size, (size_t)LAUNCHER_MIN_SIZE);
+#define CHECK_LAUNCHER(fn)                                                                                     \
+    if (l->fn == NULL)                                                                                         \
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s: gpu_launcher->" #fn " is NULL but a fetch launcher " \
+                            "must provide it", file);
+    LAUNCHER_OPS(CHECK_LAUNCHER)
+#undef CHECK_LAUNCHER
+    return ENGRAM_OK;
+}
 
 /* Plugin names become file names: no '/', no "..", nothing a shell quotes. */
 static bool name_is_valid(const char *name)
@@ -111,12 +160,9 @@ static engram_status_t plugin_check(void *handle, const char *file, const char *
     if (ops->name == NULL || strcmp(ops->name, name) != 0)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s: ops->name is '%s', expected '%s' (from the file name)",
                             file, ops->name ? ops->name : "(null)", name);
-#define CHECK_MANDATORY(fn)                                                                                    \
-    if (ops->fn == NULL)                                                                                       \
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s: ops->" #fn " is NULL but every transport must "   \
-                            "provide it", file);
-    MANDATORY_OPS(CHECK_MANDATORY)
-#undef CHECK_MANDATORY
+    engram_status_t st = check_functions(ops, file);
+    if (st != ENGRAM_OK)
+        return st;
     *out = ops;
     return ENGRAM_OK;
 }

@@ -320,6 +320,11 @@ static void test_plugins_refused(void)
         {"small", ENGRAM_ERR_VERSION, "this library needs at least"},
         {"badname", ENGRAM_ERR_INVALID, "ops->name is 'someone_else', expected 'badname'"},
         {"nofns", ENGRAM_ERR_INVALID, "ops->caps is NULL but every transport must provide it"},
+        {"gpunofns", ENGRAM_ERR_INVALID, "gpu_launcher->issue is NULL but a fetch launcher must provide it"},
+        {"gpumixed", ENGRAM_ERR_INVALID,
+         "ops->reg_symmetric is NULL but every transport must provide it (a GPU-initiated one with a "
+         "gpu_launcher may leave all 7 host ops NULL)"},
+        {"gpusmall", ENGRAM_ERR_VERSION, "gpu_launcher->size is"},
     };
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         const engram_transport_ops_t *ops = NULL;
@@ -330,6 +335,10 @@ static void test_plugins_refused(void)
                     refused[i].message);
         CHECK(ops == NULL);
     }
+    /* A GPU-initiated plugin may leave the host data path out. */
+    const engram_transport_ops_t *gpu = NULL;
+    CHECK_OK(engram_registry_load_plugin("gpuonly", plugin_dir, &gpu));
+    CHECK(gpu != NULL && gpu->get == NULL && gpu->gpu_launcher != NULL && gpu->gpu_launcher->issue != NULL);
 }
 
 static void test_plugin_path_refused(void)
