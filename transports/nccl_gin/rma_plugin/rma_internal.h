@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #include "transports/nccl_gin/rma_plugin/rma_abi.h"
+#include "transports/nccl_gin/rma_plugin/rma_order.h"
 
 #define RMA_HIDDEN __attribute__((visibility("hidden")))
 
@@ -107,18 +108,6 @@ RMA_HIDDEN rma_result_t rma_region_deregister(rma_comm_t *c, void *mhandle);
 RMA_HIDDEN rma_result_t rma_region_apply_signal(rma_comm_t *c, const rma_signal_msg_t *m);
 
 /* ---- contexts and requests ---- */
-/* Completion bookkeeping of one stream. Copies on a stream complete in
- * order, so once a request is found pending, the later ones tested in the
- * same sweep of NCCL's proxy (which tests every outstanding request, oldest
- * first, each loop) are pending too: one event query per stream and sweep
- * instead of one per outstanding request. */
-typedef struct rma_stream_order {
-    uint64_t issued;       /* sequence number of the last request issued */
-    uint64_t done;         /* every request up to this one is complete */
-    uint64_t last_tested;  /* the sweep restarts when a test goes back */
-    uint64_t pending_from; /* found pending in this sweep; UINT64_MAX: none */
-} rma_stream_order_t;
-
 struct rma_context {
     rma_context_t *next;
     rma_comm_t *comm;

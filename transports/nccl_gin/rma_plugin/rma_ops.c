@@ -39,7 +39,7 @@ rma_result_t rma_ops_create_context(void *coll_comm, rma_config_t *config, void 
     }
     x->comm = c;
     for (int i = 0; i < config->n_contexts; i++)
-        x->order[i].pending_from = UINT64_MAX;
+        x->order[i] = (rma_stream_order_t)RMA_STREAM_ORDER_INIT;
     for (; x->n < config->n_contexts; x->n++) {
         cudaError_t e = cudaStreamCreateWithFlags(&x->streams[x->n], cudaStreamNonBlocking);
         if (e != cudaSuccess) {
@@ -268,18 +268,15 @@ rma_result_t rma_ops_test(void *coll_comm, void *request, int *done)
     }
     rma_comm_t *c = coll_comm != NULL ? coll_comm : q->comm;
     *done = 0;
-    rma_stream_order_t *o = q->order;
-    if (q->seq <= o->last_tested)
-        o->pending_from = UINT64_MAX; /* a new sweep */
-    o->last_tested = q->seq;
-    if (q->seq > o->done && q->seq >= o->pending_from)
+    rma_order_answer_t known = rma_order_lookup(q->order, q->seq);
+    if (known == RMA_ORDER_PENDING)
         return RMA_SUCCESS; /* behind a pending copy on its stream */
     rma_result_t res = rma_use_device(c);
     if (res != RMA_SUCCESS)
         return res;
-    cudaError_t e = q->seq <= o->done ? cudaSuccess : cudaEventQuery(q->done);
+    cudaError_t e = known == RMA_ORDER_DONE ? cudaSuccess : cudaEventQuery(q->done);
     if (e == cudaErrorNotReady) {
-        o->pending_from = q->seq;
+        rma_order_found(q->order, q->seq, false);
         return rma_mesh_drain(c);
     }
     if (e != cudaSuccess) {
@@ -293,8 +290,7 @@ rma_result_t rma_ops_test(void *coll_comm, void *request, int *done)
         res = rma_mesh_send_signal(c, q->signal_peer, &q->signal);
     if (res != RMA_SUCCESS)
         return res; /* the request stays: NCCL treats the error as fatal */
-    if (q->seq > o->done)
-        o->done = q->seq;
+    rma_order_found(q->order, q->seq, true);
     cudaEventDestroy(q->done);
     free(q);
     *done = 1;
