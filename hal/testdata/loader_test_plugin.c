@@ -1,13 +1,38 @@
-/* GPU-initiated plugins for the loader's fetch-launcher rule, one per build
- * define (hal/BUILD.bazel builds each as libengram_transport_<name>.so):
- *   LAUNCHER_OK      gpuonly:  a gpu_launcher and no host op: accepted
- *   LAUNCHER_NOFNS   gpunofns: the launcher lacks issue: refused
- *   LAUNCHER_MIXED   gpumixed: a launcher and some host ops: refused
- *   LAUNCHER_SMALL   gpusmall: launcher size older than its functions: refused
- * Nothing here is ever called: the loader only inspects the tables. */
+/* Plugins for the loader's checks, one per build define (hal/BUILD.bazel
+ * builds each as libengram_transport_<name>.so). Refused:
+ *   BROKEN_BADVER   built for another transport ABI version
+ *   BROKEN_NOSYM    exports no ENGRAM_TRANSPORT_PLUGIN_SYMBOL
+ *   BROKEN_NOOPS    exports the symbol with ops NULL
+ *   BROKEN_SMALL    ops->size smaller than the fields the library calls
+ *   BROKEN_NAME     ops->name differs from the file's name
+ *   BROKEN_NOFNS    ops lacking mandatory functions (caps onwards)
+ *   LAUNCHER_NOFNS  gpunofns: a gpu_launcher lacking issue
+ *   LAUNCHER_MIXED  gpumixed: a gpu_launcher and only some host ops
+ *   LAUNCHER_SMALL  gpusmall: a gpu_launcher whose size predates its functions
+ * Accepted:
+ *   LAUNCHER_OK     gpuonly: a gpu_launcher and no host op (GPU-initiated)
+ * The loader checks in order (version, ops, size, name, functions), so
+ * only the NOFNS and LAUNCHER variants need functions; none is ever called. */
 #include "hal/registry.h"
 
-#if defined(LAUNCHER_OK)
+#if defined(BROKEN_NOSYM)
+/* Exported, but under a name the loader does not look for. */
+ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v0 = {ENGRAM_TRANSPORT_ABI_VERSION, NULL};
+#elif defined(BROKEN_NOOPS)
+ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v1 = {ENGRAM_TRANSPORT_ABI_VERSION, NULL};
+#else
+
+#if defined(BROKEN_BADVER)
+#define PLUGIN_NAME "badver"
+#define PLUGIN_ABI (ENGRAM_TRANSPORT_ABI_VERSION + 1)
+#elif defined(BROKEN_SMALL)
+#define PLUGIN_NAME "small"
+#define PLUGIN_SIZE offsetof(engram_transport_ops_t, get)
+#elif defined(BROKEN_NAME)
+#define PLUGIN_NAME "someone_else"
+#elif defined(BROKEN_NOFNS)
+#define PLUGIN_NAME "nofns"
+#elif defined(LAUNCHER_OK)
 #define PLUGIN_NAME "gpuonly"
 #elif defined(LAUNCHER_NOFNS)
 #define PLUGIN_NAME "gpunofns"
@@ -16,11 +41,20 @@
 #elif defined(LAUNCHER_SMALL)
 #define PLUGIN_NAME "gpusmall"
 #endif
+#if defined(LAUNCHER_OK) || defined(LAUNCHER_NOFNS) || defined(LAUNCHER_MIXED) || defined(LAUNCHER_SMALL)
+#define WITH_LAUNCHER 1
+#endif
+#ifndef PLUGIN_ABI
+#define PLUGIN_ABI ENGRAM_TRANSPORT_ABI_VERSION
+#endif
+#ifndef PLUGIN_SIZE
+#define PLUGIN_SIZE sizeof(engram_transport_ops_t)
+#endif
 
 static bool never_available(engram_group_t *group, const char **why)
 {
     (void)group;
-    *why = "launcher test plugin";
+    *why = "loader test plugin";
     return false;
 }
 
@@ -30,6 +64,7 @@ static engram_status_t never_open(engram_group_t *group, const struct engram_con
     return ENGRAM_ERR_UNSUPPORTED;
 }
 
+#ifdef WITH_LAUNCHER
 static void no_caps(const engram_transport_t *t, engram_transport_caps_t *caps)
 {
     (void)t, (void)caps;
@@ -78,6 +113,7 @@ static const engram_gpu_launcher_ops_t launcher = {
     .wait = no_wait,
     .detach = no_detach,
 };
+#endif
 
 #if defined(LAUNCHER_MIXED)
 static engram_status_t no_get(engram_transport_t *t, int queue, int peer, engram_region_t *remote,
@@ -91,16 +127,19 @@ static engram_status_t no_get(engram_transport_t *t, int queue, int peer, engram
 #endif
 
 static const engram_transport_ops_t ops = {
-    .size = sizeof(engram_transport_ops_t),
+    .size = PLUGIN_SIZE,
     .name = PLUGIN_NAME,
     .available = never_available,
     .open = never_open,
+#ifdef WITH_LAUNCHER
     .caps = no_caps,
     .close = no_close,
+    .gpu_launcher = &launcher,
+#endif
 #if defined(LAUNCHER_MIXED)
     .get = no_get,
 #endif
-    .gpu_launcher = &launcher,
 };
 
-ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v1 = {ENGRAM_TRANSPORT_ABI_VERSION, &ops};
+ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v1 = {PLUGIN_ABI, &ops};
+#endif
