@@ -91,7 +91,7 @@ static engram_status_t select_and_open(engram_context_t *ctx)
     bool fall_through = strcmp(ctx->cfg.transport, "auto") == 0;
     for (int tries = 0;; tries++) {
         engram_status_t st = engram_registry_select_excluding(ctx->group, &ctx->cfg, failed, tries, &ctx->ops);
-        st = engram_agree(ctx->group, st);
+        st = engram_group_agree(ctx->group, st);
         if (st != ENGRAM_OK)
             return st;
         st = ctx->ops->open(ctx->group, &ctx->cfg, &ctx->transport);
@@ -111,7 +111,7 @@ engram_status_t engram_context_create(const engram_config_t *cfg, engram_group_t
     engram_status_t st = ctx ? ENGRAM_OK : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate a context");
     if (st == ENGRAM_OK)
         st = load_config(cfg, &ctx->cfg);
-    st = engram_agree(group, st);
+    st = engram_group_agree(group, st);
     if (st != ENGRAM_OK)
         goto err_free_ctx;
     ctx->group = group;
@@ -121,7 +121,7 @@ engram_status_t engram_context_create(const engram_config_t *cfg, engram_group_t
     if (st != ENGRAM_OK)
         goto err_free_ctx;
     ctx->ops->caps(ctx->transport, &ctx->caps);
-    st = engram_agree(group, choose_queues(ctx));
+    st = engram_group_agree(group, choose_queues(ctx));
     if (st != ENGRAM_OK)
         goto err_close_transport;
     ENGRAM_INFO("context on transport %s, %d queues", ctx->ops->name, ctx->num_queues);
@@ -143,7 +143,7 @@ engram_status_t engram_context_destroy(engram_context_t *ctx)
     if (ctx->live_tables > 0)
         st = ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_context_destroy: %d tables still exist; destroy them first",
                           ctx->live_tables);
-    st = engram_agree(ctx->group, st);
+    st = engram_group_agree(ctx->group, st);
     if (st == ENGRAM_ERR_BUSY)
         return st;
     ctx->ops->close(ctx->transport);

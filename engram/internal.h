@@ -103,9 +103,5 @@ static inline uint64_t engram_row_stride(uint32_t row_bytes)
     return ((uint64_t)row_bytes + ENGRAM_ROW_ALIGN - 1) / ENGRAM_ROW_ALIGN * ENGRAM_ROW_ALIGN;
 }
 
-/* Collective: every rank contributes its status; returns OK only if all
- * ranks are OK, else this rank's own error or the first failing rank's
- * (logged with its rank). Waiting is bounded by the group's timeout. */
-engram_status_t engram_agree(engram_group_t *group, engram_status_t local);
 
 #endif

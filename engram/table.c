@@ -84,7 +84,7 @@ static engram_status_t agree_on_params(engram_context_t *ctx, const engram_table
     engram_table_params_t *all = calloc((size_t)n, sizeof(*all));
     if (all == NULL)
         st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate %d param records", n);
-    st = engram_agree(ctx->group, st);
+    st = engram_group_agree(ctx->group, st);
     if (st != ENGRAM_OK)
         goto out;
     st = engram_group_allgather(ctx->group, &mine, all, sizeof(mine));
@@ -253,7 +253,7 @@ static engram_status_t shard_register(engram_context_t *ctx, engram_table_t *t)
         t->shard->ops->free(t->shard);
         t->shard = NULL;
         uint64_t bytes = t->params.entries_per_rank * engram_row_stride(t->params.row_bytes);
-        st = engram_agree(ctx->group, alloc_segment(&ctx->cfg, bytes, &t->shard));
+        st = engram_group_agree(ctx->group, alloc_segment(&ctx->cfg, bytes, &t->shard));
         if (st != ENGRAM_OK)
             return st;
         engram_table_fill_shape(t);
@@ -268,7 +268,7 @@ static engram_status_t create_host(engram_context_t *ctx, engram_table_t *t, eng
 {
     if (st == ENGRAM_OK)
         st = alloc_local(t);
-    st = engram_agree(ctx->group, st);
+    st = engram_group_agree(ctx->group, st);
     if (st != ENGRAM_OK)
         goto err_free_local;
 
@@ -276,7 +276,7 @@ static engram_status_t create_host(engram_context_t *ctx, engram_table_t *t, eng
     if (st != ENGRAM_OK)
         goto err_free_local;
     engram_context_hold_progress(ctx, t->shard_flags, 1);
-    st = engram_agree(ctx->group, ctx->ops->reg_local(ctx->transport, t->recv, &t->recv_region));
+    st = engram_group_agree(ctx->group, ctx->ops->reg_local(ctx->transport, t->recv, &t->recv_region));
     if (st != ENGRAM_OK)
         goto err_dereg_shard;
     st = engram_group_barrier(ctx->group);
@@ -334,7 +334,7 @@ engram_status_t engram_table_destroy(engram_table_t *t)
                           t->fetches_in_flight);
     /* Every rank keeps its table if any rank cannot destroy; otherwise the
      * agreement is the barrier after which no peer reads this shard. */
-    st = engram_agree(ctx->group, st);
+    st = engram_group_agree(ctx->group, st);
     if (st == ENGRAM_ERR_BUSY)
         return st;
     if (t->params.recv == ENGRAM_RECV_CUDA) {
@@ -374,7 +374,7 @@ engram_status_t engram_write(engram_table_t *t, const void *rows, uint32_t row_b
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_write: table is NULL");
     /* The agreement doubles as the opening barrier: no rank writes while a
      * peer may still be fetching from the old contents. */
-    engram_status_t st = engram_agree(t->ctx->group, check_write(t, rows, row_bytes, scales));
+    engram_status_t st = engram_group_agree(t->ctx->group, check_write(t, rows, row_bytes, scales));
     if (st != ENGRAM_OK)
         return st;
     if (t->params.recv == ENGRAM_RECV_CUDA) {
@@ -388,7 +388,7 @@ engram_status_t engram_write(engram_table_t *t, const void *rows, uint32_t row_b
             memcpy(t->scales, scales, t->shape.total_entries * t->params.scale_packs * sizeof(uint32_t));
     }
     /* Also the closing barrier: no rank reads before every rank has written. */
-    st = engram_agree(t->ctx->group, st);
+    st = engram_group_agree(t->ctx->group, st);
     if (st == ENGRAM_OK)
         t->written = true;
     return st;

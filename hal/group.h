@@ -65,6 +65,11 @@ ENGRAM_API int engram_group_single_host(engram_group_t *group);
 
 ENGRAM_API engram_status_t engram_group_allgather(engram_group_t *group, const void *send, void *recv, size_t bytes);
 ENGRAM_API engram_status_t engram_group_barrier(engram_group_t *group);
+/* Collective: every rank learns every rank's status, so a collective step
+ * fails on all ranks or none and no rank waits for one that gave up.
+ * Returns `local` when it failed, else the first failed rank's status
+ * (naming that rank), else the allgather's own status. */
+ENGRAM_API engram_status_t engram_group_agree(engram_group_t *group, engram_status_t local);
 /* Bound (ms) on waiting in a collective of this group; default 30000. A
  * value <= 0 is refused with a warning (collectives are always bounded).
  * Fork launcher: it bounds the time without progress (for the last rank to

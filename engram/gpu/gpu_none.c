@@ -14,7 +14,7 @@ engram_status_t engram_gpu_table_check(const engram_context_t *ctx, const engram
 engram_status_t engram_gpu_table_create(engram_context_t *ctx, engram_table_t *t, engram_status_t st)
 {
     (void)t;
-    return engram_agree(ctx->group, st == ENGRAM_OK ? engram_gpu_table_check(ctx, NULL) : st);
+    return engram_group_agree(ctx->group, st == ENGRAM_OK ? engram_gpu_table_check(ctx, NULL) : st);
 }
 
 engram_status_t engram_gpu_table_write(engram_table_t *t, const void *rows, const uint32_t *scales)

@@ -96,14 +96,14 @@ engram_status_t engram_gpu_remote_create(engram_table_t *t, engram_gpu_table_t *
     engram_gpu_remote_t *r = calloc(1, sizeof(*r));
     g->remote = r;
     engram_status_t st = r ? alloc_local(t, r) : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: staging state");
-    st = engram_agree(ctx->group, st);
+    st = engram_group_agree(ctx->group, st);
     if (st != ENGRAM_OK)
         return st;
     engram_reg_span_t span = t->shape.hybrid ? ENGRAM_REG_NODE_SPAN : ENGRAM_REG_RANK;
     st = ctx->ops->reg_symmetric(ctx->transport, r->mirror, span, &t->shard_region);
     if (st != ENGRAM_OK)
         return st;
-    return engram_agree(ctx->group, ctx->ops->reg_local(ctx->transport, r->staging, &t->recv_region));
+    return engram_group_agree(ctx->group, ctx->ops->reg_local(ctx->transport, r->staging, &t->recv_region));
 }
 
 void engram_gpu_remote_destroy(engram_table_t *t, engram_gpu_table_t *g)

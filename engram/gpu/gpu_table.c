@@ -165,7 +165,7 @@ static engram_status_t attach_launcher(engram_table_t *t, engram_gpu_table_t *g)
     engram_status_t st = g->wait_stream && g->wait_pending
                              ? ENGRAM_OK
                              : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: out of memory for %d slots", t->num_slots);
-    st = engram_agree(ctx->group, st);
+    st = engram_group_agree(ctx->group, st);
     if (st != ENGRAM_OK)
         return st;
     /* the receive region and the shard as allocated (not the span's
@@ -180,7 +180,7 @@ static engram_status_t attach_launcher(engram_table_t *t, engram_gpu_table_t *g)
         .num_slots = t->num_slots,
         .max_rows = t->params.max_tokens * t->params.entries_per_token,
     };
-    return engram_agree(ctx->group, g->launcher->attach(ctx->transport, &span, &g->launch));
+    return engram_group_agree(ctx->group, g->launcher->attach(ctx->transport, &span, &g->launch));
 }
 
 static void free_gpu(engram_table_t *t, engram_gpu_table_t *g)
@@ -223,22 +223,22 @@ engram_status_t engram_gpu_table_create(engram_context_t *ctx, engram_table_t *t
         if (g != NULL)
             g->launcher = engram_context_gpu_launcher(ctx);
     }
-    st = engram_agree(ctx->group, st);
+    st = engram_group_agree(ctx->group, st);
     int my_fd = -1;
     if (st == ENGRAM_OK)
-        st = engram_agree(ctx->group, t->shard->ops->export_fd(t->shard, &my_fd));
+        st = engram_group_agree(ctx->group, t->shard->ops->export_fd(t->shard, &my_fd));
     if (st != ENGRAM_OK)
         goto err_free;
     int n = engram_group_size(ctx->group);
     int *fds = malloc((size_t)n * sizeof(int));
-    st = engram_agree(ctx->group, fds ? ENGRAM_OK : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: fd table"));
+    st = engram_group_agree(ctx->group, fds ? ENGRAM_OK : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: fd table"));
     if (st != ENGRAM_OK) {
         free(fds);
         goto err_free;
     }
     st = engram_fd_allgather(ctx->group, my_fd, fds);
     if (st == ENGRAM_OK) {
-        st = engram_agree(ctx->group, map_span(t, g, fds));
+        st = engram_group_agree(ctx->group, map_span(t, g, fds));
         for (int r = 0; r < n; r++)
             if (fds[r] >= 0)
                 close(fds[r]);

@@ -25,9 +25,4 @@ extern const engram_gpu_launcher_ops_t engram_nccl_gin_launcher;
 /* An NCCL failure as an engram error, with NCCL's last error text. */
 engram_status_t engram_nccl_gin_error(ncclComm_t comm, const char *what, ncclResult_t r);
 
-/* Collective: OK only when every rank is; a rank that was fine reports
- * the first failing rank. Each collective NCCL step is agreed before the
- * next, so no rank enters an NCCL collective that its peers skipped. */
-engram_status_t engram_nccl_gin_agree(engram_transport_t *t, engram_status_t mine);
-
 #endif

@@ -113,7 +113,7 @@ static engram_status_t nccl_gin_attach(engram_transport_t *t, const engram_gpu_s
 {
     engram_gpu_launch_t *l = calloc(1, sizeof(*l));
     if (l == NULL)
-        return engram_nccl_gin_agree(t, ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "nccl_gin: out of memory for a launcher"));
+        return engram_group_agree(t->group, ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "nccl_gin: out of memory for a launcher"));
     l->t = t;
     l->num_peers = (uint32_t)(t->hybrid ? t->size / t->local_size : t->size);
     engram_status_t st = check_span(l, span);
@@ -121,13 +121,13 @@ static engram_status_t nccl_gin_attach(engram_transport_t *t, const engram_gpu_s
         l->span = *span;
         st = alloc_requests(l);
     }
-    st = engram_nccl_gin_agree(t, st);
+    st = engram_group_agree(t->group, st);
     if (st != ENGRAM_OK)
         goto err_free;
-    st = engram_nccl_gin_agree(t, register_window(t, span->recv, span->recv_bytes, "receive region", &l->recv_win));
+    st = engram_group_agree(t->group, register_window(t, span->recv, span->recv_bytes, "receive region", &l->recv_win));
     if (st != ENGRAM_OK)
         goto err_free;
-    st = engram_nccl_gin_agree(t, register_window(t, span->shard, span->shard_bytes, "shard", &l->shard_win));
+    st = engram_group_agree(t->group, register_window(t, span->shard, span->shard_bytes, "shard", &l->shard_win));
     if (st != ENGRAM_OK)
         goto err_free;
     ENGRAM_INFO("nccl_gin: rank %d: windows registered: receive region %llu bytes, shard %llu bytes", t->rank,
@@ -139,7 +139,7 @@ static engram_status_t nccl_gin_attach(engram_transport_t *t, const engram_gpu_s
                                                       : "ncclDevCommCreate (GIN, FULL connections)", r);
     else if (l->contexts == 0)
         st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "nccl_gin: the dev comm has no GIN context");
-    st = engram_nccl_gin_agree(t, st);
+    st = engram_group_agree(t->group, st);
     if (st != ENGRAM_OK)
         goto err_free;
     ENGRAM_INFO("nccl_gin: rank %d: dev comm with %u GIN contexts, %u peers", t->rank, l->contexts, l->num_peers);

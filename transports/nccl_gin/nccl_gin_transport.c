@@ -69,20 +69,6 @@ static bool nccl_gin_available(engram_group_t *group, const char **why)
     return true;
 }
 
-engram_status_t engram_nccl_gin_agree(engram_transport_t *t, engram_status_t mine)
-{
-    int32_t st = mine, *all = malloc((size_t)t->size * sizeof(*all));
-    if (all == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "nccl_gin: out of memory agreeing on a status");
-    engram_status_t gst = engram_group_allgather(t->group, &st, all, sizeof(st));
-    for (int r = 0; gst == ENGRAM_OK && mine == ENGRAM_OK && r < t->size; r++)
-        if (all[r] != ENGRAM_OK)
-            mine = ENGRAM_ERROR((engram_status_t)all[r], "nccl_gin: rank %d failed (%s)", r,
-                                engram_status_str((engram_status_t)all[r]));
-    free(all);
-    return gst != ENGRAM_OK ? gst : mine;
-}
-
 /* Rank 0's unique id to every rank, with every rank's readiness. */
 typedef struct id_msg {
     int32_t status;
@@ -158,7 +144,7 @@ static engram_status_t nccl_gin_open(engram_group_t *group, const struct engram_
     if (st != ENGRAM_OK)
         goto err_free;
     ncclResult_t r = ncclCommInitRank(&t->comm, t->size, id, t->rank);
-    st = engram_nccl_gin_agree(t, r == ncclSuccess ? check_props(t) : engram_nccl_gin_error(NULL, "ncclCommInitRank", r));
+    st = engram_group_agree(t->group, r == ncclSuccess ? check_props(t) : engram_nccl_gin_error(NULL, "ncclCommInitRank", r));
     if (st != ENGRAM_OK)
         goto err_destroy_comm;
     ENGRAM_INFO("nccl_gin: rank %d of %d: communicator ready, GIN type %d, %s connections", t->rank, t->size,
