@@ -141,7 +141,7 @@ engram_status_t engram_config_set_extra(engram_config_t *cfg, const char *name, 
     int i = extra_find(cfg, name);
     if (i < 0) {
         if (cfg->num_extra == ENGRAM_CONFIG_EXTRA_MAX)
-            return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "%s: %s: more than %d transport keys set", where, name,
+            return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: %s: more than %d transport keys set", where, name,
                                 ENGRAM_CONFIG_EXTRA_MAX);
         i = cfg->num_extra++;
         snprintf(cfg->extra[i].name, sizeof(cfg->extra[i].name), "%s", name);

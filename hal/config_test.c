@@ -444,7 +444,7 @@ static void test_transport_keys(void)
         snprintf(name, sizeof(name), "key_%d", i);
         CHECK_OK(engram_config_set(cfg, name, "1"));
     }
-    CHECK_ERROR(engram_config_set(cfg, "one_more", "1"), ENGRAM_ERR_OVERFLOW, "more than 16 transport keys set");
+    CHECK_ERROR(engram_config_set(cfg, "one_more", "1"), ENGRAM_ERR_INVALID, "more than 16 transport keys set");
     CHECK_OK(engram_config_set(cfg, "key_3", "2")); /* replacing one is fine */
     engram_config_destroy(cfg);
 

@@ -48,6 +48,13 @@ engram_status_t engram_registry_check_keys(const engram_config_t *cfg, const eng
     int n = engram_registry_plugin_names(cfg->plugin_path, names, MAX_PLUGINS);
     char note[2048] = "";
     size_t used = 0;
+    /* A built-in compiled out, like a plugin that did not load, has keys
+     * no one can know here. */
+    for (int i = 0; i < builtins->count && used < sizeof(note); i++)
+        if (builtins->entries[i].ops == NULL)
+            used += (size_t)snprintf(note + used, sizeof(note) - used, "%s%s is not in this build (%s)",
+                                     used ? "; " : "", builtins->entries[i].name,
+                                     builtins->entries[i].absent_reason ? builtins->entries[i].absent_reason : "");
     for (int i = 0; i < n; i++) {
         const engram_transport_ops_t *ops = NULL;
         if (engram_registry_load_plugin(names[i], cfg->plugin_path, &ops) == ENGRAM_OK)

@@ -80,6 +80,8 @@ static engram_status_t pick_gid(engram_mlx5_dev_t *d)
 static engram_status_t verbs_open(const char *want, int rank, engram_mlx5_dev_t **out)
 {
     (void)rank;
+    if (want == NULL)
+        want = "";
     int n = 0;
     struct ibv_device **list = ibv_get_device_list(&n);
     if (list == NULL)
