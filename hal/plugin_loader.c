@@ -109,11 +109,6 @@ static bool path_next(const char **rest, const char **entry, size_t *len)
     return true;
 }
 
-static engram_status_t plugin_path_check(const char *plugin_path)
-{
-    return engram_config_check_paths("", "plugin_path", plugin_path);
-}
-
 /* Checks what `handle` exports; *out only when every check passes. */
 static engram_status_t plugin_check(void *handle, const char *file, const char *name,
                                     const engram_transport_ops_t **out)
@@ -209,7 +204,7 @@ engram_status_t engram_registry_load_plugin(const char *name, const char *plugin
     if (!name_is_valid(name))
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
                             "transport name '%s' is not a valid plugin name (1..64 of [A-Za-z0-9_-])", name);
-    engram_status_t st = plugin_path_check(plugin_path);
+    engram_status_t st = engram_config_check_paths("", "plugin_path", plugin_path);
     if (st != ENGRAM_OK)
         return st;
     const char *rest = path_begin(plugin_path), *entry;
@@ -241,7 +236,7 @@ static int compare_names(const void *a, const void *b)
 int engram_registry_plugin_names(const char *plugin_path, char (*names)[ENGRAM_PLUGIN_NAME_MAX + 1], int max)
 {
     static const char prefix[] = "libengram_transport_", suffix[] = ".so";
-    if (plugin_path == NULL || plugin_path_check(plugin_path) != ENGRAM_OK)
+    if (plugin_path == NULL || engram_config_check_paths("", "plugin_path", plugin_path) != ENGRAM_OK)
         return 0;
     int n = 0;
     const char *rest = path_begin(plugin_path), *entry;
