@@ -13,6 +13,7 @@
 #include "engram/internal.h"
 #include "hal/log.h"
 #include "hal/registry.h"
+#include "transports/builtins.h"
 
 _Static_assert(ENGRAM_ROUTE_AGGREGATE == ENGRAM_GET_AGGREGATE, "routing.h mirrors the transport flag");
 
@@ -90,11 +91,12 @@ static engram_status_t select_and_open(engram_context_t *ctx)
     const engram_transport_ops_t *failed[MAX_TRIES];
     bool fall_through = strcmp(ctx->cfg.transport, "auto") == 0;
     for (int tries = 0;; tries++) {
-        engram_status_t st = engram_registry_select_excluding(ctx->group, &ctx->cfg, failed, tries, &ctx->ops);
+        engram_status_t st = engram_registry_select_excluding(ctx->group, &ctx->cfg, engram_transport_builtins(),
+                                                              failed, tries, &ctx->ops);
         st = engram_group_agree(ctx->group, st);
         if (st != ENGRAM_OK)
             return st;
-        st = ctx->ops->open(ctx->group, &ctx->cfg, &ctx->transport);
+        st = engram_transport_open(ctx->ops, ctx->group, &ctx->cfg, &ctx->transport);
         if (st == ENGRAM_OK || !fall_through || tries + 1 == MAX_TRIES)
             return st;
         ENGRAM_WARN("transport=auto: %s failed to open (%s); trying the next backend", ctx->ops->name,

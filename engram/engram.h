@@ -57,8 +57,13 @@ ENGRAM_API engram_status_t engram_context_destroy(engram_context_t *ctx);
 /* Name of the transport the context runs on ("loopback", "ucx", ...). */
 ENGRAM_API const char *engram_context_transport(const engram_context_t *ctx);
 
+/* size: sizeof(engram_table_params_t) as the caller was built; an older
+ * (smaller) one is accepted down to ENGRAM_TABLE_PARAMS_MIN_SIZE, the fields
+ * it lacks taking their defaults (recv HOST), as will fields
+ * appended later. A larger one (newer header) is accepted when the fields
+ * this library does not know are zero. */
 typedef struct engram_table_params {
-    size_t size;                 /* sizeof(engram_table_params_t) */
+    size_t size;
     uint64_t entries_per_rank;   /* rows in each rank's shard */
     uint32_t row_bytes;          /* bytes per row (e.g. 256: 128 bf16, or 256 fp8) */
     uint32_t entries_per_token;  /* rows fetched per token */
@@ -66,6 +71,7 @@ typedef struct engram_table_params {
     uint32_t scale_packs;        /* 4-byte scale packs per row; 0 = no scales */
     engram_recv_location_t recv; /* where fetched rows land */
 } engram_table_params_t;
+#define ENGRAM_TABLE_PARAMS_MIN_SIZE offsetof(engram_table_params_t, recv)
 
 /* Collective: validates that every rank passed the same params, allocates
  * this rank's shard and receive slots, registers the shard with the

@@ -20,6 +20,7 @@
 #include "engram/gpu/gpu_table.h"
 #include "engram/internal.h"
 #include "hal/log.h"
+#include "hal/struct_import.h"
 #include "memory/host_segment.h"
 
 engram_status_t engram_storage_size_hint(uint64_t entries_per_rank, uint32_t row_bytes, uint64_t max_rows_per_fetch,
@@ -39,9 +40,6 @@ engram_status_t engram_storage_size_hint(uint64_t entries_per_rank, uint32_t row
 
 static engram_status_t check_params(const engram_context_t *ctx, const engram_table_params_t *p)
 {
-    if (p == NULL || p->size < sizeof(*p))
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "table params missing or built against an older header (size %zu)",
-                            p ? p->size : 0);
     if (p->entries_per_rank == 0 || p->row_bytes == 0 || p->entries_per_token == 0 || p->max_tokens == 0)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
                             "table params: entries_per_rank, row_bytes, entries_per_token and max_tokens must be > 0");
@@ -62,10 +60,12 @@ static engram_status_t check_params(const engram_context_t *ctx, const engram_ta
     return p->recv == ENGRAM_RECV_CUDA ? engram_gpu_table_check(ctx, p) : ENGRAM_OK;
 }
 
-/* Step 1: local validation plus the same params on every rank. */
-static engram_status_t agree_on_params(engram_context_t *ctx, const engram_table_params_t *p)
+/* Step 1: local validation plus the same params on every rank; `st` is
+ * this rank's outcome so far (reading the caller's struct), agreed on too. */
+static engram_status_t agree_on_params(engram_context_t *ctx, const engram_table_params_t *p, engram_status_t st)
 {
-    engram_status_t st = check_params(ctx, p);
+    if (st == ENGRAM_OK)
+        st = check_params(ctx, p);
     engram_table_params_t mine;
     memset(&mine, 0, sizeof(mine));
     if (st == ENGRAM_OK) {
@@ -295,11 +295,17 @@ err_free_local:
     return st;
 }
 
-engram_status_t engram_table_create(engram_context_t *ctx, const engram_table_params_t *params, engram_table_t **out)
+engram_status_t engram_table_create(engram_context_t *ctx, const engram_table_params_t *caller_params,
+                                    engram_table_t **out)
 {
     if (ctx == NULL || out == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_table_create: ctx and out must not be NULL");
-    engram_status_t st = agree_on_params(ctx, params);
+    /* An older caller's struct lacks the fields with defaults. */
+    engram_table_params_t in = {.size = sizeof(in), .recv = ENGRAM_RECV_HOST};
+    const engram_table_params_t *params = &in;
+    engram_status_t st = agree_on_params(
+        ctx, params, engram_struct_import(&in, sizeof(in), _Alignof(engram_table_params_t), caller_params,
+                                       ENGRAM_TABLE_PARAMS_MIN_SIZE, "table params"));
     if (st != ENGRAM_OK)
         return st;
     engram_table_t *t = calloc(1, sizeof(*t));

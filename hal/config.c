@@ -1,5 +1,9 @@
-/* Configuration: every behaviour below is driven by the X-macro table in
- * config_keys.h, so adding a key there is the whole job of adding a key.
+/* Configuration: the core keys are driven by the X-macro table in
+ * config_keys.h, so adding a core key there is the whole job of adding one.
+ * A key that is not a core key belongs to some transport (it declares it,
+ * config_view.c): its value is kept as text with where it was set, and
+ * checked once the transports are known (engram_config_check_keys, called
+ * when a context selects its transport and by engram_info).
  *
  * File syntax (ENGRAM_CONFIG_FILE): one `key = value` per line; blank lines
  * and lines whose first non-blank character is `#` are skipped. The value is
@@ -23,31 +27,41 @@ extern char **environ;
 /* ENGRAM_* variables read elsewhere (log.c, this file) that are not keys. */
 static const char *const non_key_vars[] = {"ENGRAM_LOG_LEVEL", "ENGRAM_CONFIG_FILE"};
 
-typedef enum key_type { KEY_INT, KEY_ENUM, KEY_STRING } key_type_t;
-
 typedef struct key_desc {
-    engram_config_key_info_t info;
-    key_type_t type;
+    engram_config_key_decl_t decl;
     size_t offset; /* of the typed field in struct engram_config */
-    size_t size;   /* of that field */
 } key_desc_t;
 
 #define KEY_DESC(name, type, def, accepted, help)                                                   \
-    {{#name, #type, def, accepted, help}, KEY_##type, offsetof(struct engram_config, name),          \
-     sizeof(((struct engram_config *)0)->name)},
+    {{#name, ENGRAM_CONFIG_##type, def, accepted, help}, offsetof(struct engram_config, name)},
 
 static const key_desc_t keys[ENGRAM_CONFIG_NUM_KEYS] = {ENGRAM_CONFIG_KEYS(KEY_DESC)};
 
 static const char *const source_names[] = {"default", "file", "env", "api"};
 
-/* Longest variable/key name we compare against; longer ones cannot match. */
-enum { NAME_MAX_LEN = 64 };
-
-const engram_config_key_info_t *engram_config_key(int i)
+const engram_config_key_decl_t *engram_config_key(int i)
 {
     if (i < 0 || i >= ENGRAM_CONFIG_NUM_KEYS)
         return NULL;
-    return &keys[i].info;
+    return &keys[i].decl;
+}
+
+int64_t engram_config_core_int(const engram_config_t *cfg, int i)
+{
+    const char *field = (const char *)cfg + keys[i].offset;
+    if (keys[i].decl.type == ENGRAM_CONFIG_ENUM) {
+        int v;
+        memcpy(&v, field, sizeof(v));
+        return v;
+    }
+    int64_t v;
+    memcpy(&v, field, sizeof(v));
+    return v;
+}
+
+const char *engram_config_core_string(const engram_config_t *cfg, int i)
+{
+    return (const char *)cfg + keys[i].offset;
 }
 
 const char *engram_config_source_str(engram_config_source_t src)
@@ -60,9 +74,28 @@ const char *engram_config_source_str(engram_config_source_t src)
 static int key_find(const char *name, size_t len)
 {
     for (int i = 0; i < ENGRAM_CONFIG_NUM_KEYS; i++)
-        if (strlen(keys[i].info.name) == len && strncmp(keys[i].info.name, name, len) == 0)
+        if (strlen(keys[i].decl.name) == len && strncmp(keys[i].decl.name, name, len) == 0)
             return i;
     return -1;
+}
+
+static int extra_find(const engram_config_t *cfg, const char *name)
+{
+    for (int i = 0; i < cfg->num_extra; i++)
+        if (strcmp(cfg->extra[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* A key name a transport may declare: 1..ENGRAM_CONFIG_NAME_MAX of [a-z0-9_]. */
+static bool name_is_valid(const char *name, size_t len)
+{
+    if (len == 0 || len > ENGRAM_CONFIG_NAME_MAX)
+        return false;
+    for (size_t j = 0; j < len; j++)
+        if (!((name[j] >= 'a' && name[j] <= 'z') || (name[j] >= '0' && name[j] <= '9') || name[j] == '_'))
+            return false;
+    return true;
 }
 
 /* "transport, mode, ..." for error messages, built at compile time. */
@@ -70,100 +103,53 @@ static int key_find(const char *name, size_t len)
 static const char key_names[] = ENGRAM_CONFIG_KEYS(KEY_NAME);
 #define KEY_LIST (key_names + 2)
 
-/* Strict decimal: optional '-', digits only, no blanks, no overflow. */
-static bool parse_decimal(const char *s, const char *end, int64_t *out)
-{
-    const char *p = s;
-    if (p < end && *p == '-')
-        p++;
-    if (p == end)
-        return false;
-    for (const char *d = p; d < end; d++)
-        if (!isdigit((unsigned char)*d))
-            return false;
-    char tmp[32];
-    if ((size_t)(end - s) >= sizeof(tmp))
-        return false;
-    memcpy(tmp, s, (size_t)(end - s));
-    tmp[end - s] = '\0';
-    errno = 0;
-    long long v = strtoll(tmp, NULL, 10);
-    if (errno == ERANGE)
-        return false;
-    *out = (int64_t)v;
-    return true;
-}
-
-static engram_status_t parse_int(const key_desc_t *k, const char *value, const char *where, int64_t *out)
-{
-    const char *acc = k->info.accepted;
-    const char *dots = strstr(acc, "..");
-    int64_t lo, hi, v;
-    if (dots == NULL || !parse_decimal(acc, dots, &lo) || !parse_decimal(dots + 2, dots + strlen(dots), &hi))
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: table range '%s' is not min..max", k->info.name, acc);
-    if (!parse_decimal(value, value + strlen(value), &v))
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s%s: '%s' is not a decimal integer in %s", where, k->info.name,
-                            value, acc);
-    if (v < lo || v > hi)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s%s: '%s' is out of range %s", where, k->info.name, value, acc);
-    *out = v;
-    return ENGRAM_OK;
-}
-
-static engram_status_t parse_enum(const key_desc_t *k, const char *value, const char *where, int *out)
-{
-    size_t vlen = strlen(value);
-    int index = 0;
-    for (const char *p = k->info.accepted;; index++) {
-        const char *bar = strchr(p, '|');
-        size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        if (len == vlen && strncmp(p, value, len) == 0) {
-            *out = index;
-            return ENGRAM_OK;
-        }
-        if (bar == NULL)
-            break;
-        p = bar + 1;
-    }
-    return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s%s: '%s' is not one of %s", where, k->info.name, value,
-                        k->info.accepted);
-}
-
-/* Parse `value` for key i and store it with its source; nothing is stored on
- * failure. `where` prefixes the error ("file:line: ", "ENGRAM_X: ", ""). */
+/* Parse `value` for core key i and store it with its source; nothing is
+ * stored on failure. */
 static engram_status_t config_apply(engram_config_t *cfg, int i, const char *value, engram_config_source_t src,
                                     const char *where)
 {
     const key_desc_t *k = &keys[i];
     char *field = (char *)cfg + k->offset;
-    engram_status_t st = ENGRAM_OK;
-    switch (k->type) {
-    case KEY_INT: {
-        int64_t v = 0;
-        st = parse_int(k, value, where, &v);
-        if (st == ENGRAM_OK)
-            memcpy(field, &v, sizeof(v));
-        break;
+    int64_t num = 0;
+    engram_status_t st = engram_config_parse_value(&k->decl, value, where, &num);
+    if (st != ENGRAM_OK)
+        return st;
+    if (k->decl.type == ENGRAM_CONFIG_INT) {
+        memcpy(field, &num, sizeof(num));
+    } else if (k->decl.type == ENGRAM_CONFIG_ENUM) {
+        int v = (int)num;
+        memcpy(field, &v, sizeof(v));
+    } else {
+        memcpy(field, value, strlen(value) + 1); /* length checked by the parse */
     }
-    case KEY_ENUM: {
-        int v = 0;
-        st = parse_enum(k, value, where, &v);
-        if (st == ENGRAM_OK)
-            memcpy(field, &v, sizeof(v));
-        break;
+    cfg->source[i] = src;
+    return ENGRAM_OK;
+}
+
+engram_status_t engram_config_set_extra(engram_config_t *cfg, const char *name, const char *value,
+                                        engram_config_source_t src, const char *where)
+{
+    if (!name_is_valid(name, strlen(name)))
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
+                            "%s: unknown key '%s' (not a core key, and no transport key is named so: 1..%d of "
+                            "[a-z0-9_]); core keys are: %s",
+                            where, name, ENGRAM_CONFIG_NAME_MAX, KEY_LIST);
+    size_t len = strlen(value);
+    if (len >= sizeof(cfg->extra[0].value))
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: %s: value of %zu characters is longer than the %zu allowed",
+                            where, name, len, sizeof(cfg->extra[0].value) - 1);
+    int i = extra_find(cfg, name);
+    if (i < 0) {
+        if (cfg->num_extra == ENGRAM_CONFIG_EXTRA_MAX)
+            return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: %s: more than %d transport keys set", where, name,
+                                ENGRAM_CONFIG_EXTRA_MAX);
+        i = cfg->num_extra++;
+        snprintf(cfg->extra[i].name, sizeof(cfg->extra[i].name), "%s", name);
     }
-    case KEY_STRING: {
-        size_t len = strlen(value);
-        if (len >= k->size)
-            return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s%s: value of %zu characters is longer than the %zu allowed",
-                                where, k->info.name, len, k->size - 1);
-        memcpy(field, value, len + 1);
-        break;
-    }
-    }
-    if (st == ENGRAM_OK)
-        cfg->source[i] = src;
-    return st;
+    memcpy(cfg->extra[i].value, value, len + 1);
+    snprintf(cfg->extra[i].where, sizeof(cfg->extra[i].where), "%s", where);
+    cfg->extra[i].source = src;
+    return ENGRAM_OK;
 }
 
 static char *trim(char *s)
@@ -191,63 +177,54 @@ static engram_status_t config_apply_line(engram_config_t *cfg, const char *path,
     char *key = trim(text);
     char *value = trim(eq + 1);
     int i = key_find(key, strlen(key));
-    if (i < 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%sunknown key '%s'; keys are: %s", where, key, KEY_LIST);
-    return config_apply(cfg, i, value, ENGRAM_CONFIG_SRC_FILE, where);
-}
-
-static engram_status_t config_read_stream(engram_config_t *cfg, FILE *f, const char *path)
-{
-    engram_status_t st = ENGRAM_OK;
-    char *line = NULL;
-    size_t cap = 0;
-    int lineno = 0;
-    while (st == ENGRAM_OK && getline(&line, &cap, f) >= 0)
-        st = config_apply_line(cfg, path, ++lineno, line);
-    if (st == ENGRAM_OK && ferror(f))
-        st = ENGRAM_ERROR(ENGRAM_ERR_IO, "%s: read failed after line %d", path, lineno);
-    free(line);
-    return st;
-}
-
-static engram_status_t config_read_file(engram_config_t *cfg, const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_IO, "ENGRAM_CONFIG_FILE=%s cannot be read: %s", path, strerror(errno));
-    engram_status_t st = config_read_stream(cfg, f, path);
-    fclose(f);
-    return st;
+    if (i >= 0)
+        return config_apply(cfg, i, value, ENGRAM_CONFIG_SRC_FILE, where);
+    snprintf(where, sizeof(where), "%s:%d", path, lineno);
+    return engram_config_set_extra(cfg, key, value, ENGRAM_CONFIG_SRC_FILE, where);
 }
 
 engram_status_t engram_config_read_text(engram_config_t *cfg, const char *name, const char *text, size_t len)
 {
     if (cfg == NULL || name == NULL || (text == NULL && len > 0))
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_config_read_text: NULL argument");
-    if (len == 0)
-        return ENGRAM_OK; /* an empty file sets nothing */
-    FILE *f = fmemopen((void *)text, len, "r");
-    if (f == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "engram_config_read_text: fmemopen failed: %s", strerror(errno));
-    engram_status_t st = config_read_stream(cfg, f, name);
-    fclose(f);
+    engram_status_t st = ENGRAM_OK;
+    int lineno = 0;
+    for (size_t at = 0; st == ENGRAM_OK && at < len;) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        size_t line_len = nl ? (size_t)(nl - (text + at)) : len - at;
+        lineno++;
+        /* A NUL would silently cut the line short where C strings end. */
+        if (memchr(text + at, '\0', line_len) != NULL)
+            return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s:%d: line contains a NUL byte (not a text file?)", name,
+                                lineno);
+        char *line = malloc(line_len + 1);
+        if (line == NULL)
+            return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "%s:%d: no memory for a line of %zu bytes", name, lineno,
+                                line_len);
+        memcpy(line, text + at, line_len);
+        line[line_len] = '\0';
+        st = config_apply_line(cfg, name, lineno, line);
+        free(line);
+        at += line_len + (nl != NULL);
+    }
     return st;
 }
 
-/* ENGRAM_FLUSH_DEPTH -> the index of flush_depth, or -1. */
-static int key_for_var(const char *var, size_t len)
+/* ENGRAM_FLUSH_DEPTH -> "flush_depth" in lower (NUL-terminated); false when
+ * the name has lower-case letters (only the upper-cased spelling is a key's
+ * variable) or is longer than any key. */
+static bool key_for_var(const char *var, size_t len, char *lower, size_t cap)
 {
     const size_t prefix = strlen("ENGRAM_");
-    char lower[NAME_MAX_LEN];
-    if (len - prefix >= sizeof(lower))
-        return -1;
+    if (len - prefix >= cap)
+        return false;
     for (size_t j = prefix; j < len; j++) {
-        /* Only the upper-cased spelling is the key's variable. */
         if (islower((unsigned char)var[j]))
-            return -1;
+            return false;
         lower[j - prefix] = (char)tolower((unsigned char)var[j]);
     }
-    return key_find(lower, len - prefix);
+    lower[len - prefix] = '\0';
+    return true;
 }
 
 static bool is_non_key_var(const char *var, size_t len)
@@ -268,13 +245,23 @@ static engram_status_t config_read_env(engram_config_t *cfg)
         size_t len = eq ? (size_t)(eq - entry) : strlen(entry);
         if (is_non_key_var(entry, len))
             continue;
-        int i = key_for_var(entry, len);
-        if (i < 0)
-            return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "unknown configuration variable %.*s; keys are: %s", (int)len,
-                                entry, KEY_LIST);
-        char where[NAME_MAX_LEN + 8];
-        snprintf(where, sizeof(where), "%.*s: ", (int)len, entry);
-        engram_status_t st = config_apply(cfg, i, eq ? eq + 1 : "", ENGRAM_CONFIG_SRC_ENV, where);
+        char lower[ENGRAM_CONFIG_NAME_MAX + 2];
+        if (!key_for_var(entry, len, lower, sizeof(lower)))
+            return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
+                                "unknown configuration variable %.*s (a key's variable is ENGRAM_ and the key "
+                                "upper-cased); core keys are: %s",
+                                (int)len, entry, KEY_LIST);
+        char where[ENGRAM_CONFIG_NAME_MAX + 16];
+        snprintf(where, sizeof(where), "%.*s", (int)len, entry);
+        const char *value = eq ? eq + 1 : "";
+        int i = key_find(lower, strlen(lower));
+        engram_status_t st;
+        if (i >= 0) {
+            strcat(where, ": ");
+            st = config_apply(cfg, i, value, ENGRAM_CONFIG_SRC_ENV, where);
+        } else {
+            st = engram_config_set_extra(cfg, lower, value, ENGRAM_CONFIG_SRC_ENV, where);
+        }
         if (st != ENGRAM_OK)
             return st;
     }
@@ -290,10 +277,10 @@ engram_status_t engram_config_create(engram_config_t **out)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "engram_config_create: out of memory");
     engram_status_t st = ENGRAM_OK;
     for (int i = 0; i < ENGRAM_CONFIG_NUM_KEYS && st == ENGRAM_OK; i++)
-        st = config_apply(cfg, i, keys[i].info.def, ENGRAM_CONFIG_SRC_DEFAULT, "default of ");
+        st = config_apply(cfg, i, keys[i].decl.def, ENGRAM_CONFIG_SRC_DEFAULT, "default of ");
     const char *file = getenv("ENGRAM_CONFIG_FILE");
     if (st == ENGRAM_OK && file != NULL && *file != '\0')
-        st = config_read_file(cfg, file);
+        st = engram_config_read_file(cfg, file);
     if (st == ENGRAM_OK)
         st = config_read_env(cfg);
     if (st != ENGRAM_OK) {
@@ -309,43 +296,37 @@ void engram_config_destroy(engram_config_t *cfg)
     free(cfg);
 }
 
-static int key_lookup(const engram_config_t *cfg, const char *key, const char *fn)
+static engram_status_t args_check(const engram_config_t *cfg, const char *key, const char *fn)
 {
-    if (cfg == NULL || key == NULL) {
-        ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: NULL %s", fn, cfg == NULL ? "config" : "key");
-        return -1;
-    }
-    int i = key_find(key, strlen(key));
-    if (i < 0)
-        ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: unknown key '%s'; keys are: %s", fn, key, KEY_LIST);
-    return i;
+    if (cfg == NULL || key == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: NULL %s", fn, cfg == NULL ? "config" : "key");
+    return ENGRAM_OK;
+}
+
+/* The extra holding `key`, or an error saying it is neither core nor set. */
+static const engram_config_extra_t *extra_lookup(const engram_config_t *cfg, const char *key, const char *fn)
+{
+    int e = extra_find(cfg, key);
+    if (e >= 0)
+        return &cfg->extra[e];
+    ENGRAM_ERROR(ENGRAM_ERR_INVALID,
+                 "%s: unknown key '%s': not a core key (%s) and not set; a transport's keys and defaults are "
+                 "listed by engram_info",
+                 fn, key, KEY_LIST);
+    return NULL;
 }
 
 engram_status_t engram_config_set(engram_config_t *cfg, const char *key, const char *value)
 {
-    int i = key_lookup(cfg, key, "engram_config_set");
-    if (i < 0)
-        return ENGRAM_ERR_INVALID;
+    engram_status_t st = args_check(cfg, key, "engram_config_set");
+    if (st != ENGRAM_OK)
+        return st;
     if (value == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_config_set: NULL value for %s", key);
-    return config_apply(cfg, i, value, ENGRAM_CONFIG_SRC_API, "");
-}
-
-/* The enum name at `index` in "a|b|c". */
-static void enum_name(const char *accepted, int index, char *buf, size_t len)
-{
-    const char *p = accepted;
-    for (int n = 0; n < index && p != NULL; n++) {
-        p = strchr(p, '|');
-        if (p != NULL)
-            p++;
-    }
-    if (p == NULL) {
-        snprintf(buf, len, "#%d", index);
-        return;
-    }
-    const char *bar = strchr(p, '|');
-    snprintf(buf, len, "%.*s", (int)(bar ? (size_t)(bar - p) : strlen(p)), p);
+    int i = key_find(key, strlen(key));
+    if (i >= 0)
+        return config_apply(cfg, i, value, ENGRAM_CONFIG_SRC_API, "");
+    return engram_config_set_extra(cfg, key, value, ENGRAM_CONFIG_SRC_API, "engram_config_set");
 }
 
 /* Returns the length the full text needs, as snprintf does. */
@@ -353,20 +334,21 @@ static int format_value(const engram_config_t *cfg, int i, char *buf, size_t len
 {
     const key_desc_t *k = &keys[i];
     const char *field = (const char *)cfg + k->offset;
-    switch (k->type) {
-    case KEY_INT: {
+    switch (k->decl.type) {
+    case ENGRAM_CONFIG_INT: {
         int64_t v;
         memcpy(&v, field, sizeof(v));
         return snprintf(buf, len, "%" PRId64, v);
     }
-    case KEY_ENUM: {
+    case ENGRAM_CONFIG_ENUM: {
         int v;
         memcpy(&v, field, sizeof(v));
-        char name[NAME_MAX_LEN];
-        enum_name(k->info.accepted, v, name, sizeof(name));
+        char name[64];
+        engram_config_enum_name(k->decl.accepted, v, name, sizeof(name));
         return snprintf(buf, len, "%s", name);
     }
-    case KEY_STRING:
+    case ENGRAM_CONFIG_STRING:
+    case ENGRAM_CONFIG_PATHS:
         return snprintf(buf, len, "%s", field);
     }
     return snprintf(buf, len, "?");
@@ -374,12 +356,16 @@ static int format_value(const engram_config_t *cfg, int i, char *buf, size_t len
 
 engram_status_t engram_config_get(const engram_config_t *cfg, const char *key, char *buf, size_t len)
 {
-    int i = key_lookup(cfg, key, "engram_config_get");
-    if (i < 0)
+    engram_status_t st = args_check(cfg, key, "engram_config_get");
+    if (st != ENGRAM_OK)
+        return st;
+    int i = key_find(key, strlen(key));
+    const engram_config_extra_t *x = i < 0 ? extra_lookup(cfg, key, "engram_config_get") : NULL;
+    if (i < 0 && x == NULL)
         return ENGRAM_ERR_INVALID;
     if (buf == NULL || len == 0)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_config_get: no buffer for %s", key);
-    int need = format_value(cfg, i, buf, len);
+    int need = i >= 0 ? format_value(cfg, i, buf, len) : snprintf(buf, len, "%s", x->value);
     if (need < 0 || (size_t)need >= len)
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "engram_config_get: %s needs %d bytes, buffer has %zu", key,
                             need + 1, len);
@@ -388,12 +374,16 @@ engram_status_t engram_config_get(const engram_config_t *cfg, const char *key, c
 
 engram_status_t engram_config_source(const engram_config_t *cfg, const char *key, engram_config_source_t *src)
 {
-    int i = key_lookup(cfg, key, "engram_config_source");
-    if (i < 0)
+    engram_status_t st = args_check(cfg, key, "engram_config_source");
+    if (st != ENGRAM_OK)
+        return st;
+    int i = key_find(key, strlen(key));
+    const engram_config_extra_t *x = i < 0 ? extra_lookup(cfg, key, "engram_config_source") : NULL;
+    if (i < 0 && x == NULL)
         return ENGRAM_ERR_INVALID;
     if (src == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_config_source: NULL out for %s", key);
-    *src = cfg->source[i];
+    *src = i >= 0 ? cfg->source[i] : x->source;
     return ENGRAM_OK;
 }
 
@@ -404,8 +394,7 @@ void engram_config_print(const engram_config_t *cfg, FILE *out)
     for (int i = 0; i < ENGRAM_CONFIG_NUM_KEYS; i++) {
         char value[256]; /* longer than any INT, ENUM name or STRING field */
         format_value(cfg, i, value, sizeof(value));
-        fprintf(out, "%-12s = %-12s [%s] accepted: %s; %s\n", keys[i].info.name,
-                value[0] ? value : "\"\"", engram_config_source_str(cfg->source[i]), keys[i].info.accepted,
-                keys[i].info.help);
+        fprintf(out, "%-12s = %-12s [%s] accepted: %s; %s\n", keys[i].decl.name, value[0] ? value : "\"\"",
+                engram_config_source_str(cfg->source[i]), keys[i].decl.accepted, keys[i].decl.help);
     }
 }

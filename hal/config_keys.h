@@ -1,16 +1,22 @@
-/* The configuration table (X-macro) and the typed struct it generates.
+/* The core configuration table (X-macro) and the typed struct it generates.
  * Internal header: the library reads typed fields, users go through
- * engram_config_set/get.
+ * engram_config_set/get, transports through the view of config_view.h.
+ * Keys of one transport (ucx_window, mlx5_device, ...) are declared by that
+ * transport (ops->config_keys), not here.
  *
  * X(name, type, default, accepted, help)
  *   type: INT (accepted = "min..max"), ENUM (accepted = "a|b|c", stored as
- *   the index), STRING (accepted describes it; stored in char[ENGRAM_CONFIG_STRING_MAX]). */
+ *   the index), STRING (accepted describes it; stored in
+ *   char[ENGRAM_CONFIG_STRING_MAX]), PATHS (a STRING of ':'-separated
+ *   absolute directories, checked when set). */
 #ifndef ENGRAM_HAL_CONFIG_KEYS_H
 #define ENGRAM_HAL_CONFIG_KEYS_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "hal/config.h"
+#include "hal/config_view.h"
 
 #define ENGRAM_CONFIG_KEYS(X)                                                                         \
     X(transport, STRING, "auto", "auto|loopback|ucx|nccl_gin|mlx5dv|<plugin name>",                   \
@@ -24,49 +30,106 @@
     X(huge_pages, ENUM, "auto", "auto|on|off",                                                        \
       "Back host segments by huge pages: auto falls back with one log line, on fails without them")   \
     X(timeout_ms, INT, "30000", "1..86400000", "Bound on waits, barriers and collective setup")        \
-    X(plugin_path, STRING, "", "colon-separated absolute directories",                                \
+    X(plugin_path, PATHS, "", "colon-separated absolute directories",                                 \
       "Where external transports (libengram_transport_<name>.so) are looked for")                     \
-    X(ucx_window, INT, "256", "1..65536", "UCX: outstanding gets per worker before progress is forced") \
-    X(mlx5_device, STRING, "", "an RDMA device name (mlx5_0, ...)",                                   \
-      "mlx5dv: the device to open; empty = the first mlx5 device") \
     X(gpu_sms, INT, "0", "0..4096", "recv=cuda: SMs the fetch kernel occupies (one block each); 0 = all")   \
     X(gpu_table, ENUM, "host_numa", "host_numa|device",                                               \
-      "recv=cuda: table shards in host memory on the GPU's NUMA node, or in GPU memory (peers over NVLink)") \
-    X(gin_queue_depth, INT, "0", "0..65536", "nccl_gin: GIN queue depth per context and peer; 0 = NCCL's default")
+      "recv=cuda: table shards in host memory on the GPU's NUMA node, or in GPU memory (peers over NVLink)")
 
 #define ENGRAM_CONFIG_FIELD_INT(name) int64_t name;
 #define ENGRAM_CONFIG_FIELD_ENUM(name) int name;
 /* Room for a few absolute directories in plugin_path. */
 #define ENGRAM_CONFIG_STRING_MAX 1024
 #define ENGRAM_CONFIG_FIELD_STRING(name) char name[ENGRAM_CONFIG_STRING_MAX];
+#define ENGRAM_CONFIG_FIELD_PATHS(name) char name[ENGRAM_CONFIG_STRING_MAX];
 #define ENGRAM_CONFIG_FIELD(name, type, def, accepted, help) ENGRAM_CONFIG_FIELD_##type(name)
 #define ENGRAM_CONFIG_COUNT_ONE(name, type, def, accepted, help) +1
 
 enum { ENGRAM_CONFIG_NUM_KEYS = 0 ENGRAM_CONFIG_KEYS(ENGRAM_CONFIG_COUNT_ONE) };
 
-/* Enum values, in the order of their `accepted` lists. */
-enum { ENGRAM_MODE_DIRECT = 0, ENGRAM_MODE_HYBRID = 1 };
-enum { ENGRAM_HUGE_AUTO = 0, ENGRAM_HUGE_ON = 1, ENGRAM_HUGE_OFF = 2 };
+/* Enum values, in the order of their `accepted` lists (mode's and
+ * huge_pages' are in config_view.h, which transports see). */
 enum { ENGRAM_GPU_TABLE_HOST_NUMA = 0, ENGRAM_GPU_TABLE_DEVICE = 1 };
 
+/* A value set (file, env or API) for a key that is not a core key: kept as
+ * text with where it was set, until the transport that declares the key
+ * parses it (engram_config_check_keys, the view). */
+#define ENGRAM_CONFIG_EXTRA_MAX 16
+typedef struct engram_config_extra {
+    char name[ENGRAM_CONFIG_NAME_MAX + 1];
+    char value[ENGRAM_CONFIG_STRING_MAX];
+    char where[160]; /* "ENGRAM_UCX_WINDOW", "<file>:3", "engram_config_set" */
+    engram_config_source_t source;
+} engram_config_extra_t;
+
+/* Plain data: copying the struct copies the configuration. */
 struct engram_config {
     ENGRAM_CONFIG_KEYS(ENGRAM_CONFIG_FIELD)
     engram_config_source_t source[ENGRAM_CONFIG_NUM_KEYS];
+    int num_extra;
+    engram_config_extra_t extra[ENGRAM_CONFIG_EXTRA_MAX];
 };
 
-/* Iteration for tools: key i's name/type/default/accepted/help, or NULL. */
-typedef struct engram_config_key_info {
-    const char *name;
-    const char *type; /* "INT", "ENUM", "STRING" */
-    const char *def;
-    const char *accepted;
-    const char *help;
-} engram_config_key_info_t;
-const engram_config_key_info_t *engram_config_key(int i);
+/* Core key i's declaration, or NULL. */
+const engram_config_key_decl_t *engram_config_key(int i);
+const char *engram_config_type_str(engram_config_type_t type);
+/* Core key i's value: an INT, an ENUM's index, or a STRING/PATHS field. */
+int64_t engram_config_core_int(const engram_config_t *cfg, int i);
+const char *engram_config_core_string(const engram_config_t *cfg, int i);
 
 /* Applies `key = value` text (the ENGRAM_CONFIG_FILE syntax) to cfg as the
  * file source; `name` prefixes error messages as the file path does. The
  * file reader and the config fuzz target share this parser. */
 engram_status_t engram_config_read_text(engram_config_t *cfg, const char *name, const char *text, size_t len);
+/* Reads the file named by ENGRAM_CONFIG_FILE (config_file.c). */
+engram_status_t engram_config_read_file(engram_config_t *cfg, const char *path);
+
+/* Stores a value for a non-core key (checked later against its declaration). */
+engram_status_t engram_config_set_extra(engram_config_t *cfg, const char *name, const char *value,
+                                        engram_config_source_t src, const char *where);
+
+/* Typed parsing shared by core and transport keys (config_parse.c). `where`
+ * prefixes the message ("file:line: ", "ENGRAM_X: ", ""). */
+engram_status_t engram_config_parse_int(const engram_config_key_decl_t *k, const char *value, const char *where,
+                                        int64_t *out);
+engram_status_t engram_config_parse_enum(const engram_config_key_decl_t *k, const char *value, const char *where,
+                                         int *out);
+/* Every entry of a ':'-separated path list absolute (an empty or relative
+ * one would make the loader depend on the working directory). */
+engram_status_t engram_config_check_paths(const char *where, const char *key, const char *value);
+/* Any type: the value checked (and for INT/ENUM parsed into *num). */
+engram_status_t engram_config_parse_value(const engram_config_key_decl_t *k, const char *value, const char *where,
+                                          int64_t *num);
+/* The name at `index` of an ENUM's "a|b|c". */
+void engram_config_enum_name(const char *accepted, int index, char *buf, size_t len);
+
+/* The keys one transport declares, named by its owner ("ucx", "plugin x"). */
+typedef struct engram_config_keyset {
+    const char *owner;
+    const engram_config_key_decl_t *keys;
+    int count;
+} engram_config_keyset_t;
+
+/* A transport's own declarations must be sound before their values are
+ * read: valid distinct names that are not core keys, known types, parsing
+ * defaults. */
+engram_status_t engram_config_check_decls(const engram_config_keyset_t *set);
+/* Every non-core value set in cfg must be declared by one of sets and parse
+ * there; else an error naming the key and where it was set. `note` (may be
+ * NULL) is appended to an unknown-key error (e.g. plugins that failed to
+ * load, whose keys are therefore unknown). */
+engram_status_t engram_config_check_keys(const engram_config_t *cfg, const engram_config_keyset_t *sets, int nsets,
+                                         const char *note);
+/* One line per key of `set`, as engram_config_print does for the core. */
+void engram_config_print_keyset(const engram_config_t *cfg, const engram_config_keyset_t *set, FILE *out);
+
+/* The view handed to a transport's open: core keys and the ones in `keys`.
+ * `impl` holds the state and must outlive the view's use. */
+typedef struct engram_config_view_impl {
+    const engram_config_t *cfg;
+    engram_config_keyset_t keys;
+} engram_config_view_impl_t;
+void engram_config_view_init(engram_config_view_t *view, engram_config_view_impl_t *impl, const engram_config_t *cfg,
+                             const engram_config_keyset_t *keys);
 
 #endif

@@ -1,8 +1,11 @@
 /* Config: defaults, file, env and API precedence with per-key sources, and
  * every error naming what was wrong. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "hal/config.h"
 #include "hal/config_keys.h"
@@ -29,6 +32,7 @@ static void clear_env(void)
     unsetenv("ENGRAM_CONFIG_FILE");
     unsetenv("ENGRAM_FLUSH_DEPT");
     unsetenv("ENGRAM_flush_depth");
+    unsetenv("ENGRAM_UCX_WINDOW");
     for (int i = 0; engram_config_key(i) != NULL; i++) {
         char var[64] = "ENGRAM_";
         size_t n = strlen(var);
@@ -65,11 +69,13 @@ static void test_defaults(void)
     clear_env();
     engram_config_t *cfg = create_ok();
     int n = 0;
-    for (const engram_config_key_info_t *k; (k = engram_config_key(n)) != NULL; n++)
+    for (const engram_config_key_decl_t *k; (k = engram_config_key(n)) != NULL; n++)
         check_value(cfg, k->name, k->def, ENGRAM_CONFIG_SRC_DEFAULT);
     CHECK(n == ENGRAM_CONFIG_NUM_KEYS);
     CHECK(engram_config_key(-1) == NULL);
-    CHECK(strcmp(engram_config_key(0)->type, "STRING") == 0);
+    CHECK(engram_config_key(0)->type == ENGRAM_CONFIG_STRING);
+    CHECK(strcmp(engram_config_type_str(ENGRAM_CONFIG_PATHS), "PATHS") == 0);
+    CHECK(cfg->num_extra == 0);
     CHECK(cfg->flush_depth == 768);
     CHECK(cfg->numa_node == -1);
     CHECK(cfg->mode == ENGRAM_MODE_DIRECT);
@@ -151,6 +157,19 @@ static void test_env_over_file_api_over_env(void)
     engram_config_destroy(cfg);
 }
 
+/* engram_config_create succeeds, but a non-core key it holds is declared by
+ * no transport: engram_config_check_keys fails with `text`. */
+static void check_unknown(const char *text)
+{
+    engram_config_t *cfg = create_ok();
+    static const engram_config_key_decl_t other[] = {{"other_key", ENGRAM_CONFIG_INT, "1", "0..9", "help"}};
+    engram_config_keyset_t set = {"someone", other, 1};
+    CHECK_ERROR(engram_config_check_keys(cfg, &set, 1, "plugin x could not be loaded"), ENGRAM_ERR_INVALID, text);
+    CHECK_ERROR(engram_config_check_keys(cfg, &set, 1, "plugin x could not be loaded"), ENGRAM_ERR_INVALID,
+                "transport keys are: other_key (someone); plugin x could not be loaded");
+    engram_config_destroy(cfg);
+}
+
 /* engram_config_create must fail with `status` and a message containing `text`. */
 static void check_create_fails(engram_status_t status, const char *text)
 {
@@ -163,8 +182,13 @@ static void test_file_errors(void)
 {
     char text[8192];
     clear_env();
+    /* A key that is not a core key may be a transport's: it is checked
+     * once the transports are known (check_unknown). */
     use_file("flush_depth = 16\nflush_dept = 3\n");
-    snprintf(text, sizeof(text), "%s:2: unknown key 'flush_dept'; keys are: transport, mode, num_qps", file_path);
+    snprintf(text, sizeof(text), "%s:2: unknown key 'flush_dept': neither a core key nor declared", file_path);
+    check_unknown(text);
+    use_file("Flush-Dept = 3\n");
+    snprintf(text, sizeof(text), "%s:1: unknown key 'Flush-Dept' (not a core key, and no transport key", file_path);
     check_create_fails(ENGRAM_ERR_INVALID, text);
 
     use_file("# header\n\nthis line has no equals sign\n");
@@ -192,11 +216,12 @@ static void test_env_errors(void)
 {
     clear_env();
     CHECK(setenv("ENGRAM_FLUSH_DEPT", "3", 1) == 0);
-    check_create_fails(ENGRAM_ERR_INVALID,
-                       "unknown configuration variable ENGRAM_FLUSH_DEPT; keys are: transport, mode, num_qps");
+    check_unknown("ENGRAM_FLUSH_DEPT: unknown key 'flush_dept': neither a core key nor declared by any transport");
     clear_env();
     CHECK(setenv("ENGRAM_flush_depth", "3", 1) == 0);
-    check_create_fails(ENGRAM_ERR_INVALID, "unknown configuration variable ENGRAM_flush_depth");
+    check_create_fails(ENGRAM_ERR_INVALID,
+                       "unknown configuration variable ENGRAM_flush_depth (a key's variable is ENGRAM_ and the key "
+                       "upper-cased); core keys are: transport, mode, num_qps");
     clear_env();
 
     const struct {
@@ -216,6 +241,12 @@ static void test_env_errors(void)
         {"ENGRAM_MODE", "rail", "ENGRAM_MODE: mode: 'rail' is not one of direct|hybrid"},
         {"ENGRAM_MODE", "Direct", "mode: 'Direct' is not one of direct|hybrid"},
         {"ENGRAM_HUGE_PAGES", "au", "huge_pages: 'au' is not one of auto|on|off"},
+        /* issue 13 defect 5: a plugin_path that cannot be used is an error
+         * here, whatever transport is configured */
+        {"ENGRAM_PLUGIN_PATH", ".", "ENGRAM_PLUGIN_PATH: plugin_path: entry '.' is relative; entries must be absolute"},
+        {"ENGRAM_PLUGIN_PATH", "/a:lib", "plugin_path: entry 'lib' is relative"},
+        {"ENGRAM_PLUGIN_PATH", "/a::/b", "plugin_path: '/a::/b' has an empty entry"},
+        {"ENGRAM_PLUGIN_PATH", "/a:", "plugin_path: '/a:' has an empty entry"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         CHECK(setenv(bad[i].var, bad[i].value, 1) == 0);
@@ -236,8 +267,12 @@ static void test_api_errors(void)
 {
     clear_env();
     engram_config_t *cfg = create_ok();
-    CHECK_ERROR(engram_config_set(cfg, "flush_dept", "3"), ENGRAM_ERR_INVALID,
-                "unknown key 'flush_dept'; keys are: transport");
+    CHECK_ERROR(engram_config_set(cfg, "Flush_Dept", "3"), ENGRAM_ERR_INVALID,
+                "engram_config_set: unknown key 'Flush_Dept' (not a core key, and no transport key is named so");
+    CHECK_ERROR(engram_config_set(cfg, "plugin_path", "relative/dir"), ENGRAM_ERR_INVALID,
+                "plugin_path: entry 'relative/dir' is relative");
+    check_value(cfg, "plugin_path", "", ENGRAM_CONFIG_SRC_DEFAULT);
+    CHECK(cfg->num_extra == 0);
     CHECK_ERROR(engram_config_set(cfg, "mode", "rail"), ENGRAM_ERR_INVALID,
                 "mode: 'rail' is not one of direct|hybrid");
     CHECK_ERROR(engram_config_set(cfg, "mode", NULL), ENGRAM_ERR_INVALID, "NULL value for mode");
@@ -293,6 +328,153 @@ static void test_get_source_print(void)
     clear_env();
 }
 
+/* issue 13 defect 11: a file that is not a readable regular text file says
+ * what it is instead of "read failed after line 0 (I/O error)". */
+static void test_file_kinds(void)
+{
+    clear_env();
+    const char *tmp = getenv("TEST_TMPDIR");
+    char path[4096], text[8192];
+    snprintf(path, sizeof(path), "%s/conf.d", tmp ? tmp : "/tmp");
+    mkdir(path, 0700);
+    CHECK(setenv("ENGRAM_CONFIG_FILE", path, 1) == 0);
+    snprintf(text, sizeof(text), "ENGRAM_CONFIG_FILE=%s is a directory, not a configuration file", path);
+    check_create_fails(ENGRAM_ERR_INVALID, text);
+
+    snprintf(path, sizeof(path), "%s/conf.fifo", tmp ? tmp : "/tmp");
+    unlink(path);
+    CHECK(mkfifo(path, 0600) == 0);
+    CHECK(setenv("ENGRAM_CONFIG_FILE", path, 1) == 0);
+    snprintf(text, sizeof(text), "ENGRAM_CONFIG_FILE=%s is a FIFO, not a configuration file", path);
+    check_create_fails(ENGRAM_ERR_INVALID, text); /* and does not wait for a writer */
+
+    CHECK(setenv("ENGRAM_CONFIG_FILE", "/dev/null", 1) == 0);
+    check_create_fails(ENGRAM_ERR_INVALID, "ENGRAM_CONFIG_FILE=/dev/null is a character device");
+
+    snprintf(path, sizeof(path), "%s/huge.conf", tmp ? tmp : "/tmp");
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0 && ftruncate(fd, 2 << 20) == 0 && close(fd) == 0);
+    CHECK(setenv("ENGRAM_CONFIG_FILE", path, 1) == 0);
+    snprintf(text, sizeof(text), "ENGRAM_CONFIG_FILE=%s is 2097152 bytes, more than the 1048576", path);
+    check_create_fails(ENGRAM_ERR_INVALID, text);
+
+    snprintf(path, sizeof(path), "%s/nul.conf", tmp ? tmp : "/tmp");
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL && fwrite("mode = direct\nfetch_slots = 8\0junk\n", 1, 35, f) == 35 && fclose(f) == 0);
+    CHECK(setenv("ENGRAM_CONFIG_FILE", path, 1) == 0);
+    snprintf(text, sizeof(text), "%s:2: line contains a NUL byte", path);
+    check_create_fails(ENGRAM_ERR_INVALID, text);
+
+    /* Unreadable: root reads it anyway, so only checked for other users. */
+    use_file("mode = direct\n");
+    CHECK(chmod(file_path, 0) == 0);
+    if (geteuid() != 0) {
+        snprintf(text, sizeof(text), "ENGRAM_CONFIG_FILE=%s cannot be read: Permission denied", file_path);
+        check_create_fails(ENGRAM_ERR_IO, text);
+    }
+    CHECK(chmod(file_path, 0600) == 0);
+    /* A last line without a newline, and CRLF endings, still parse. */
+    use_file("mode = hybrid\r\nfetch_slots = 8");
+    engram_config_t *cfg = create_ok();
+    check_value(cfg, "mode", "hybrid", ENGRAM_CONFIG_SRC_FILE);
+    check_value(cfg, "fetch_slots", "8", ENGRAM_CONFIG_SRC_FILE);
+    engram_config_destroy(cfg);
+    clear_env();
+}
+
+/* Keys that are not core keys: kept with their source and where, checked
+ * against the declarations of the transports found. */
+static void test_transport_keys(void)
+{
+    clear_env();
+    use_file("ucx_window = 16\nmlx5_device = mlx5_1\n");
+    CHECK(setenv("ENGRAM_UCX_WINDOW", "32", 1) == 0);
+    engram_config_t *cfg = create_ok();
+    check_value(cfg, "ucx_window", "32", ENGRAM_CONFIG_SRC_ENV);
+    check_value(cfg, "mlx5_device", "mlx5_1", ENGRAM_CONFIG_SRC_FILE);
+    CHECK_OK(engram_config_set(cfg, "ucx_window", "64"));
+    check_value(cfg, "ucx_window", "64", ENGRAM_CONFIG_SRC_API);
+    CHECK(cfg->num_extra == 2);
+
+    static const engram_config_key_decl_t ucx[] = {{"ucx_window", ENGRAM_CONFIG_INT, "256", "1..65536", "w"}};
+    static const engram_config_key_decl_t mlx5[] = {{"mlx5_device", ENGRAM_CONFIG_STRING, "", "a device", "d"}};
+    engram_config_keyset_t sets[] = {{"ucx", ucx, 1}, {"mlx5dv", mlx5, 1}};
+    CHECK_OK(engram_config_check_keys(cfg, sets, 2, NULL));
+    CHECK_ERROR(engram_config_check_keys(cfg, sets, 1, NULL), ENGRAM_ERR_INVALID, ":2: unknown key 'mlx5_device'");
+    CHECK_OK(engram_config_set(cfg, "ucx_window", "0"));
+    CHECK_ERROR(engram_config_check_keys(cfg, sets, 2, NULL), ENGRAM_ERR_INVALID,
+                "engram_config_set: ucx's ucx_window: '0' is out of range 1..65536");
+
+    /* The view: the transport's own key, set or default, and core keys. */
+    CHECK_OK(engram_config_set(cfg, "ucx_window", "128"));
+    engram_config_view_impl_t impl;
+    engram_config_view_t view;
+    engram_config_view_init(&view, &impl, cfg, &sets[0]);
+    CHECK(view.size == sizeof(view));
+    int64_t v = 0;
+    CHECK_OK(view.get_int(&view, "ucx_window", &v));
+    CHECK(v == 128);
+    CHECK_OK(view.get_int(&view, "flush_depth", &v));
+    CHECK(v == 768);
+    CHECK_ERROR(view.get_int(&view, "mlx5_device", &v), ENGRAM_ERR_INVALID,
+                "ucx reads config key 'mlx5_device', which is neither a core key nor one it declares");
+    engram_config_view_init(&view, &impl, cfg, &sets[1]);
+    const char *dev = NULL;
+    CHECK_OK(view.get_string(&view, "mlx5_device", &dev));
+    CHECK(strcmp(dev, "mlx5_1") == 0);
+
+    /* Printed with their source and owner. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    CHECK(out != NULL);
+    engram_config_print_keyset(cfg, &sets[0], out);
+    engram_config_print_keyset(cfg, &sets[1], out);
+    CHECK(fclose(out) == 0);
+    CHECK(strstr(text, "ucx_window   = 128          [api] accepted: 1..65536; ucx: w\n") != NULL);
+    CHECK(strstr(text, "mlx5_device  = mlx5_1       [file] accepted: a device; mlx5dv: d\n") != NULL);
+    free(text);
+    engram_config_destroy(cfg);
+
+    /* More distinct transport keys than the config holds. */
+    clear_env();
+    cfg = create_ok();
+    for (int i = 0; i < ENGRAM_CONFIG_EXTRA_MAX; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "key_%d", i);
+        CHECK_OK(engram_config_set(cfg, name, "1"));
+    }
+    CHECK_ERROR(engram_config_set(cfg, "one_more", "1"), ENGRAM_ERR_INVALID, "more than 16 transport keys set");
+    CHECK_OK(engram_config_set(cfg, "key_3", "2")); /* replacing one is fine */
+    engram_config_destroy(cfg);
+
+    /* Declarations a transport gets wrong are refused before any use. */
+    const struct {
+        engram_config_key_decl_t decl;
+        const char *message;
+    } bad[] = {
+        {{"mode", ENGRAM_CONFIG_INT, "1", "0..2", "h"}, "x: config key 'mode' is a core key"},
+        {{"Bad-Name", ENGRAM_CONFIG_INT, "1", "0..2", "h"}, "x: config key 'Bad-Name' is not 1..48 of [a-z0-9_]"},
+        {{"x_depth", ENGRAM_CONFIG_INT, "7", "0..2", "h"}, "x: default of x_depth: '7' is out of range 0..2"},
+        {{"x_kind", ENGRAM_CONFIG_ENUM, "c", "a|b", "h"}, "x: default of x_kind: 'c' is not one of a|b"},
+        {{"x_dirs", ENGRAM_CONFIG_PATHS, "rel", "dirs", "h"}, "x_dirs: entry 'rel' is relative"},
+        {{"x_n", ENGRAM_CONFIG_INT, "1", "lots", "h"}, "x_n: table range 'lots' is not min..max"},
+        {{"x_t", (engram_config_type_t)9, "1", "", "h"}, "x_t: declared with unknown type 9"},
+        {{"x_h", ENGRAM_CONFIG_INT, "1", "0..2", NULL}, "x: config key 0 has a NULL name, default, accepted or help"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        engram_config_keyset_t set = {"x", &bad[i].decl, 1};
+        CHECK_ERROR(engram_config_check_decls(&set), ENGRAM_ERR_INVALID, bad[i].message);
+    }
+    static const engram_config_key_decl_t twice[] = {{"x_a", ENGRAM_CONFIG_INT, "1", "0..2", "h"},
+                                                     {"x_a", ENGRAM_CONFIG_INT, "1", "0..2", "h"}};
+    engram_config_keyset_t set = {"x", twice, 2};
+    CHECK_ERROR(engram_config_check_decls(&set), ENGRAM_ERR_INVALID, "x: config key 'x_a' is declared twice");
+    set.count = 1;
+    CHECK_OK(engram_config_check_decls(&set));
+    clear_env();
+}
+
 int main(void)
 {
     test_defaults();
@@ -303,6 +485,8 @@ int main(void)
     test_env_errors();
     test_api_errors();
     test_get_source_print();
+    test_file_kinds();
+    test_transport_keys();
     printf("config_test: all passed\n");
     return 0;
 }

@@ -20,14 +20,19 @@ typedef struct engram_group engram_group_t;
 /* Callbacks for embedding in a framework that already has a process group.
  * allgather: each rank contributes `bytes` from `send`; `recv` receives
  * size * bytes, rank-ordered. Return 0 on success, nonzero on failure. */
+/* size: sizeof(engram_group_callbacks_t) as the caller was built; an older
+ * (smaller) one is accepted down to ENGRAM_GROUP_CALLBACKS_MIN_SIZE, the
+ * fields it lacks taking their defaults (destroy: none); fields appended
+ * later default the same way. */
 typedef struct engram_group_callbacks {
-    size_t size; /* sizeof(engram_group_callbacks_t) */
+    size_t size;
     int rank, nranks, local_size;
     void *ctx;
     int (*allgather)(void *ctx, const void *send, void *recv, size_t bytes);
     int (*barrier)(void *ctx);
     void (*destroy)(void *ctx); /* optional */
 } engram_group_callbacks_t;
+#define ENGRAM_GROUP_CALLBACKS_MIN_SIZE offsetof(engram_group_callbacks_t, destroy)
 
 ENGRAM_API engram_status_t engram_group_from_callbacks(const engram_group_callbacks_t *cb, engram_group_t **out);
 

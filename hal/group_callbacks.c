@@ -6,6 +6,7 @@
 
 #include "hal/group_provider.h"
 #include "hal/log.h"
+#include "hal/struct_import.h"
 
 static engram_status_t callbacks_allgather(engram_group_t *g, const void *send, void *recv, size_t bytes)
 {
@@ -46,11 +47,13 @@ engram_status_t engram_group_from_callbacks(const engram_group_callbacks_t *cb, 
 {
     if (cb == NULL || out == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "group from callbacks: NULL %s", cb == NULL ? "callbacks" : "out");
-    if (cb->size < sizeof(*cb))
-        return ENGRAM_ERROR(ENGRAM_ERR_VERSION,
-                            "group callbacks struct has size %zu, this library needs %zu (set .size = "
-                            "sizeof(engram_group_callbacks_t))",
-                            cb->size, sizeof(*cb));
+    /* Fields after barrier have defaults (destroy: none). */
+    engram_group_callbacks_t in = {.size = sizeof(in), .destroy = NULL};
+    engram_status_t ist = engram_struct_import(&in, sizeof(in), _Alignof(engram_group_callbacks_t), cb,
+                                              ENGRAM_GROUP_CALLBACKS_MIN_SIZE, "group callbacks");
+    if (ist != ENGRAM_OK)
+        return ist;
+    cb = &in;
     if (cb->allgather == NULL || cb->barrier == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "group callbacks: the %s callback is NULL",
                             cb->allgather == NULL ? "allgather" : "barrier");

@@ -84,7 +84,11 @@ int main(void)
     cb = callbacks(&f, 0, 0);
     CHECK_ERROR(engram_group_from_callbacks(&cb, NULL), ENGRAM_ERR_INVALID, "NULL out");
     cb.size = sizeof(cb) - 1;
-    CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_VERSION, "struct has size");
+    CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_VERSION,
+                "group callbacks: size 55 is not a multiple of the struct's alignment 8");
+    cb.size = ENGRAM_GROUP_CALLBACKS_MIN_SIZE - 8;
+    CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_VERSION,
+                "group callbacks: size is 40 bytes, less than the 48 every version has");
     cb = callbacks(&f, 0, 0);
     cb.allgather = NULL;
     CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_INVALID, "allgather callback is NULL");
@@ -101,6 +105,16 @@ int main(void)
     cb = callbacks(&f, 0, 0);
     CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_INVALID, "size 0");
     CHECK(g == NULL && f.destroyed == 1);
+
+    /* A caller built before destroy existed: accepted, no destroy called. */
+    f.nranks = 4;
+    int destroyed = f.destroyed;
+    cb = callbacks(&f, 0, 0);
+    cb.size = ENGRAM_GROUP_CALLBACKS_MIN_SIZE;
+    CHECK_OK(engram_group_from_callbacks(&cb, &g));
+    CHECK(engram_group_size(g) == 4);
+    engram_group_destroy(g);
+    CHECK(f.destroyed == destroyed);
     printf("group_callbacks_test: ok\n");
     return 0;
 }

@@ -109,34 +109,6 @@ static bool path_next(const char **rest, const char **entry, size_t *len)
     return true;
 }
 
-/* Every entry must be absolute: an empty or relative one would make the
- * loader depend on the working directory. */
-static engram_status_t plugin_path_check(const char *plugin_path)
-{
-    const char *rest = path_begin(plugin_path), *entry;
-    size_t len;
-    while (path_next(&rest, &entry, &len)) {
-        if (len == 0)
-            return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
-                                "plugin_path '%s' has an empty entry; entries must be absolute directories "
-                                "(an empty one would mean the working directory)",
-                                plugin_path);
-        if (entry[0] != '/')
-            return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
-                                "plugin_path entry '%.*s' is relative; entries must be absolute directories "
-                                "(the working directory is never searched)",
-                                (int)len, entry);
-    }
-    return ENGRAM_OK;
-}
-
-static void known_backends(char *buf, size_t len)
-{
-    size_t used = (size_t)snprintf(buf, len, "auto");
-    for (int i = 0; i < engram_registry_builtin_count() && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, ", %s", engram_registry_builtin(i)->name);
-}
-
 /* Checks what `handle` exports; *out only when every check passes. */
 static engram_status_t plugin_check(void *handle, const char *file, const char *name,
                                     const engram_transport_ops_t **out)
@@ -161,6 +133,13 @@ static engram_status_t plugin_check(void *handle, const char *file, const char *
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s: ops->name is '%s', expected '%s' (from the file name)",
                             file, ops->name ? ops->name : "(null)", name);
     engram_status_t st = check_functions(ops, file);
+    if (st != ENGRAM_OK)
+        return st;
+    char owner[PATH_MAX + 16];
+    snprintf(owner, sizeof(owner), "plugin %s", file);
+    engram_config_keyset_t keys = engram_transport_keys(ops);
+    keys.owner = owner;
+    st = engram_config_check_decls(&keys);
     if (st != ENGRAM_OK)
         return st;
     *out = ops;
@@ -225,7 +204,7 @@ engram_status_t engram_registry_load_plugin(const char *name, const char *plugin
     if (!name_is_valid(name))
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
                             "transport name '%s' is not a valid plugin name (1..64 of [A-Za-z0-9_-])", name);
-    engram_status_t st = plugin_path_check(plugin_path);
+    engram_status_t st = engram_config_check_paths("", "plugin_path", plugin_path);
     if (st != ENGRAM_OK)
         return st;
     const char *rest = path_begin(plugin_path), *entry;
@@ -240,17 +219,13 @@ engram_status_t engram_registry_load_plugin(const char *name, const char *plugin
         if (access(file, F_OK) == 0)
             return plugin_open(file, name, out);
     }
-    char known[256];
-    known_backends(known, sizeof(known));
     if (plugin_path[0] == '\0')
         return ENGRAM_ERROR(ENGRAM_ERR_NOT_FOUND,
-                            "transport '%s' not found: not a built-in (known backends: %s) and plugin_path is "
-                            "empty, so no libengram_transport_%s.so was looked for (set ENGRAM_PLUGIN_PATH)",
-                            name, known, name);
-    return ENGRAM_ERROR(ENGRAM_ERR_NOT_FOUND,
-                        "transport '%s' not found: not a built-in (known backends: %s) and no "
-                        "libengram_transport_%s.so in plugin_path directories %s",
-                        name, known, name, plugin_path);
+                            "plugin_path is empty, so no libengram_transport_%s.so was looked for (set "
+                            "ENGRAM_PLUGIN_PATH)",
+                            name);
+    return ENGRAM_ERROR(ENGRAM_ERR_NOT_FOUND, "no libengram_transport_%s.so in plugin_path directories %s", name,
+                        plugin_path);
 }
 
 static int compare_names(const void *a, const void *b)
@@ -261,7 +236,7 @@ static int compare_names(const void *a, const void *b)
 int engram_registry_plugin_names(const char *plugin_path, char (*names)[ENGRAM_PLUGIN_NAME_MAX + 1], int max)
 {
     static const char prefix[] = "libengram_transport_", suffix[] = ".so";
-    if (plugin_path == NULL || plugin_path_check(plugin_path) != ENGRAM_OK)
+    if (plugin_path == NULL || engram_config_check_paths("", "plugin_path", plugin_path) != ENGRAM_OK)
         return 0;
     int n = 0;
     const char *rest = path_begin(plugin_path), *entry;

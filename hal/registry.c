@@ -1,8 +1,7 @@
-/* Backend selection over the built-in table and plugins.
- *
- * The table is defined above hal (transports/builtins.c, target
- * //transports:builtins) so hal includes no transport; a program links that
- * target, a test may link its own table instead. */
+/* Backend selection over the built-in table its caller hands it and the
+ * plugins on plugin_path. hal includes no transport: the program's table
+ * comes from the layer that links the transports (transports/builtins.h),
+ * a test passes its own. */
 #include "hal/registry.h"
 
 #include <stdio.h>
@@ -10,29 +9,14 @@
 
 #include "hal/log.h"
 
-extern const engram_builtin_t engram_builtins[];
-extern const int engram_builtin_count;
-
 /* auto tries at most this many built-ins; the table is a handful long. */
 enum { MAX_BUILTINS = 32 };
 
-int engram_registry_builtin_count(void)
+static const engram_builtin_t *builtin_find(const engram_builtin_table_t *builtins, const char *name)
 {
-    return engram_builtin_count;
-}
-
-const engram_builtin_t *engram_registry_builtin(int i)
-{
-    if (i < 0 || i >= engram_builtin_count)
-        return NULL;
-    return &engram_builtins[i];
-}
-
-static const engram_builtin_t *builtin_find(const char *name)
-{
-    for (int i = 0; i < engram_builtin_count; i++)
-        if (strcmp(engram_builtins[i].name, name) == 0)
-            return &engram_builtins[i];
+    for (int i = 0; i < builtins->count; i++)
+        if (strcmp(builtins->entries[i].name, name) == 0)
+            return &builtins->entries[i];
     return NULL;
 }
 
@@ -86,13 +70,14 @@ static const engram_transport_ops_t *auto_plugin(engram_group_t *group, const ch
     return NULL;
 }
 
-static engram_status_t select_auto(engram_group_t *group, const struct engram_config *cfg,
-                                   const engram_transport_ops_t *const *skip, int nskip,
-                                   const engram_transport_ops_t **out)
+static engram_status_t select_auto(engram_group_t *group, const engram_config_t *cfg,
+                                   const engram_builtin_table_t *builtins, const engram_transport_ops_t *const *skip,
+                                   int nskip, const engram_transport_ops_t **out)
 {
-    if (engram_builtin_count > MAX_BUILTINS)
-        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "transport=auto: %d built-ins exceed the %d it orders",
-                            engram_builtin_count, MAX_BUILTINS);
+    const int count = builtins->count;
+    if (count > MAX_BUILTINS)
+        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "transport=auto: %d built-ins exceed the %d it orders", count,
+                            MAX_BUILTINS);
     char passed[2048] = "";
     size_t used = 0;
     const engram_transport_ops_t *plugin =
@@ -105,13 +90,13 @@ static engram_status_t select_auto(engram_group_t *group, const struct engram_co
     /* Insertion sort by priority, stable so equal priorities keep table order
      * (the same order on every rank: available() may be collective). */
     const engram_builtin_t *order[MAX_BUILTINS];
-    for (int i = 0; i < engram_builtin_count; i++) {
+    for (int i = 0; i < count; i++) {
         int j = i;
-        for (; j > 0 && order[j - 1]->auto_priority < engram_builtins[i].auto_priority; j--)
+        for (; j > 0 && order[j - 1]->auto_priority < builtins->entries[i].auto_priority; j--)
             order[j] = order[j - 1];
-        order[j] = &engram_builtins[i];
+        order[j] = &builtins->entries[i];
     }
-    for (int i = 0; i < engram_builtin_count; i++) {
+    for (int i = 0; i < count; i++) {
         const char *why = order[i]->ops && skipped(order[i]->ops, skip, nskip) ? "failed to open"
                                                                                : builtin_unusable(order[i], group);
         if (why == NULL) {
@@ -125,11 +110,25 @@ static engram_status_t select_auto(engram_group_t *group, const struct engram_co
                         used ? passed : "no built-ins in this build");
 }
 
+static void known_backends(const engram_builtin_table_t *builtins, char *buf, size_t len)
+{
+    size_t used = (size_t)snprintf(buf, len, "auto");
+    for (int i = 0; i < builtins->count && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, ", %s", builtins->entries[i].name);
+}
+
 static engram_status_t select_plugin(engram_group_t *group, const char *name, const char *plugin_path,
-                                     const engram_transport_ops_t **out)
+                                     const engram_builtin_table_t *builtins, const engram_transport_ops_t **out)
 {
     const engram_transport_ops_t *ops = NULL;
     engram_status_t st = engram_registry_load_plugin(name, plugin_path, &ops);
+    if (st == ENGRAM_ERR_NOT_FOUND) {
+        char known[256], why[1024];
+        known_backends(builtins, known, sizeof(known));
+        snprintf(why, sizeof(why), "%s", engram_last_error()); /* the next error overwrites it */
+        return ENGRAM_ERROR(st, "transport '%s' is not a built-in (known backends: %s) nor a plugin: %s", name,
+                            known, why);
+    }
     if (st != ENGRAM_OK)
         return st;
     const char *why = NULL;
@@ -140,24 +139,29 @@ static engram_status_t select_plugin(engram_group_t *group, const char *name, co
     return ENGRAM_OK;
 }
 
-engram_status_t engram_registry_select(engram_group_t *group, const struct engram_config *cfg,
-                                       const engram_transport_ops_t **out)
+engram_status_t engram_registry_select(engram_group_t *group, const engram_config_t *cfg,
+                                       const engram_builtin_table_t *builtins, const engram_transport_ops_t **out)
 {
-    return engram_registry_select_excluding(group, cfg, NULL, 0, out);
+    return engram_registry_select_excluding(group, cfg, builtins, NULL, 0, out);
 }
 
-engram_status_t engram_registry_select_excluding(engram_group_t *group, const struct engram_config *cfg,
+engram_status_t engram_registry_select_excluding(engram_group_t *group, const engram_config_t *cfg,
+                                                 const engram_builtin_table_t *builtins,
                                                  const engram_transport_ops_t *const *skip, int nskip,
                                                  const engram_transport_ops_t **out)
 {
-    if (cfg == NULL || out == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_registry_select: NULL %s", cfg == NULL ? "config" : "out");
+    if (cfg == NULL || builtins == NULL || out == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_registry_select: NULL %s",
+                            cfg == NULL ? "config" : builtins == NULL ? "built-in table" : "out");
+    engram_status_t st = engram_registry_check_keys(cfg, builtins);
+    if (st != ENGRAM_OK)
+        return st;
     const char *name = cfg->transport;
     if (strcmp(name, "auto") == 0)
-        return select_auto(group, cfg, skip, nskip, out);
-    const engram_builtin_t *b = builtin_find(name);
+        return select_auto(group, cfg, builtins, skip, nskip, out);
+    const engram_builtin_t *b = builtin_find(builtins, name);
     if (b == NULL)
-        return select_plugin(group, name, cfg->plugin_path, out);
+        return select_plugin(group, name, cfg->plugin_path, builtins, out);
     if (b->ops == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "transport '%s' is not in this build: %s", name,
                             builtin_unusable(b, group));

@@ -1,7 +1,9 @@
-/* Backend registry: static built-ins plus plugins from ENGRAM_PLUGIN_PATH. */
+/* Backend registry: the built-ins its caller hands it plus plugins from
+ * plugin_path. */
 #ifndef ENGRAM_HAL_REGISTRY_H
 #define ENGRAM_HAL_REGISTRY_H
 
+#include "hal/config_keys.h"
 #include "hal/transport.h"
 
 #ifdef __cplusplus
@@ -10,8 +12,12 @@ extern "C" {
 
 /* A plugin is a shared object named libengram_transport_<name>.so in one of
  * the plugin_path directories (absolute paths only; relative entries are
- * refused) exporting this symbol. */
-#define ENGRAM_TRANSPORT_ABI_VERSION 1u
+ * refused) exporting this symbol. The symbol's name stays: the descriptor
+ * below starts with abi_version, which says how to read the rest
+ * (docs/ADDING_A_TRANSPORT.md says when the version changes).
+ * 2: open takes an engram_config_view_t instead of struct engram_config;
+ *    ops->config_keys. */
+#define ENGRAM_TRANSPORT_ABI_VERSION 2u
 #define ENGRAM_TRANSPORT_PLUGIN_SYMBOL "engram_transport_plugin_v1"
 
 typedef struct engram_transport_plugin {
@@ -27,20 +33,42 @@ typedef struct engram_builtin {
     int auto_priority; /* higher is tried first by transport=auto */
 } engram_builtin_t;
 
+/* The built-ins a program links (transports/builtins.h gives the real
+ * one; a test passes its own). */
+typedef struct engram_builtin_table {
+    const engram_builtin_t *entries;
+    int count;
+} engram_builtin_table_t;
+
 /* Resolve cfg->transport to ops: a built-in name, a plugin name, or auto
  * (collective: availability checks may talk to the group). Logs at INFO what
- * auto chose and why each higher-priority backend was passed over. */
-engram_status_t engram_registry_select(engram_group_t *group, const struct engram_config *cfg,
-                                       const engram_transport_ops_t **out);
+ * auto chose and why each higher-priority backend was passed over. First
+ * checks every transport key set in cfg (engram_registry_check_keys). */
+engram_status_t engram_registry_select(engram_group_t *group, const engram_config_t *cfg,
+                                       const engram_builtin_table_t *builtins, const engram_transport_ops_t **out);
 
 /* As engram_registry_select, but transport=auto passes over the ops in
  * skip[0..nskip) (backends that already failed to open), so the caller can
  * fall through to the next one. auto tries the plugins found on plugin_path
  * first (a user installed them on purpose), by name, then the built-ins by
  * priority. */
-engram_status_t engram_registry_select_excluding(engram_group_t *group, const struct engram_config *cfg,
+engram_status_t engram_registry_select_excluding(engram_group_t *group, const engram_config_t *cfg,
+                                                 const engram_builtin_table_t *builtins,
                                                  const engram_transport_ops_t *const *skip, int nskip,
                                                  const engram_transport_ops_t **out);
+
+/* Every value set for a non-core key must be declared by a built-in or by
+ * a plugin found on plugin_path (each is loaded to read its table) and
+ * parse there: else an error naming the key, where it was set, and the
+ * plugins that could not be loaded (whose keys are unknown). */
+engram_status_t engram_registry_check_keys(const engram_config_t *cfg, const engram_builtin_table_t *builtins);
+
+/* The keys `ops` declares (none when its ops predate the field). */
+engram_config_keyset_t engram_transport_keys(const engram_transport_ops_t *ops);
+
+/* ops->open with the view of cfg that holds ops' own keys. */
+engram_status_t engram_transport_open(const engram_transport_ops_t *ops, engram_group_t *group,
+                                      const engram_config_t *cfg, engram_transport_t **out);
 
 /* Plugin names found on plugin_path (files libengram_transport_<name>.so),
  * sorted, at most max; returns how many. Unreadable directories and
@@ -48,13 +76,10 @@ engram_status_t engram_registry_select_excluding(engram_group_t *group, const st
 #define ENGRAM_PLUGIN_NAME_MAX 64
 int engram_registry_plugin_names(const char *plugin_path, char (*names)[ENGRAM_PLUGIN_NAME_MAX + 1], int max);
 
-/* Load libengram_transport_<name>.so from cfg->plugin_path. */
+/* Load libengram_transport_<name>.so from plugin_path: the first directory
+ * that has the file decides. ENGRAM_ERR_NOT_FOUND when none has it. */
 engram_status_t engram_registry_load_plugin(const char *name, const char *plugin_path,
                                             const engram_transport_ops_t **out);
-
-/* Built-in table (for engram_info): count and entries. */
-int engram_registry_builtin_count(void);
-const engram_builtin_t *engram_registry_builtin(int i);
 
 #ifdef __cplusplus
 }

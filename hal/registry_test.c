@@ -1,7 +1,8 @@
 /* Registry: built-in selection over a fake table defined here (instead of
- * //transports:builtins), transport=auto order and its log line, and plugin
- * loading: a working plugin used end to end, every refused plugin, relative
- * and empty plugin_path entries.
+ * //transports:builtins) and handed to it, transport=auto order and its log
+ * line, and plugin loading: a working plugin used end to end with its own
+ * config key, every refused plugin, relative and empty plugin_path entries,
+ * and transport keys no transport declares.
  *
  * argv[1] is the runfiles path of libengram_transport_testplug.so; every
  * test plugin is built into the same directory. */
@@ -51,13 +52,13 @@ static const engram_transport_ops_t fake_ucx = {.size = sizeof(fake_ucx), .name 
                                                 .available = fake_ucx_available};
 
 /* Not in priority order, so auto has to sort. */
-const engram_builtin_t engram_builtins[] = {
+static const engram_builtin_t fake_entries[] = {
     {"loopback", &fake_loopback, NULL, 20},
     {"ucx", &fake_ucx, NULL, 10},
     {"nccl_gin", NULL, "needs NCCL >= 2.30.4, found 2.28.9", 40},
     {"mlx5dv", &fake_mlx5dv, NULL, 30},
 };
-const int engram_builtin_count = sizeof(engram_builtins) / sizeof(engram_builtins[0]);
+static const engram_builtin_table_t builtins = {fake_entries, 4};
 
 /* ---- helpers ---- */
 
@@ -101,7 +102,7 @@ static engram_config_t *config_new(const char *transport, const char *plugin_pat
 static engram_status_t select_named(engram_group_t *g, const char *transport, const engram_transport_ops_t **out)
 {
     engram_config_t *cfg = config_new(transport, plugin_dir);
-    engram_status_t st = engram_registry_select(g, cfg, out);
+    engram_status_t st = engram_registry_select(g, cfg, &builtins, out);
     engram_config_destroy(cfg);
     return st;
 }
@@ -119,7 +120,7 @@ static engram_status_t select_auto_logged(engram_group_t *g, const engram_transp
     CHECK(saved >= 0);
     CHECK(freopen(path, "w", stderr) != NULL);
     engram_config_t *cfg = config_new("auto", "");
-    engram_status_t st = engram_registry_select(g, cfg, out);
+    engram_status_t st = engram_registry_select(g, cfg, &builtins, out);
     engram_config_destroy(cfg);
     fflush(stderr);
     CHECK(dup2(saved, STDERR_FILENO) == STDERR_FILENO);
@@ -137,11 +138,6 @@ static engram_status_t select_auto_logged(engram_group_t *g, const engram_transp
 
 static void test_builtins(engram_group_t *g)
 {
-    CHECK(engram_registry_builtin_count() == 4);
-    CHECK(strcmp(engram_registry_builtin(2)->name, "nccl_gin") == 0);
-    CHECK(engram_registry_builtin(4) == NULL);
-    CHECK(engram_registry_builtin(-1) == NULL);
-
     const engram_transport_ops_t *ops = NULL;
     CHECK_OK(select_named(g, "loopback", &ops));
     CHECK(ops == &fake_loopback);
@@ -163,18 +159,18 @@ static void test_unknown_backend(engram_group_t *g)
     const engram_transport_ops_t *ops = NULL;
     char want[8192];
     snprintf(want, sizeof(want),
-             "transport 'nosuch' not found: not a built-in (known backends: auto, loopback, ucx, nccl_gin, mlx5dv) "
-             "and no libengram_transport_nosuch.so in plugin_path directories /nonexistent:%s",
+             "transport 'nosuch' is not a built-in (known backends: auto, loopback, ucx, nccl_gin, mlx5dv) nor a "
+             "plugin: no libengram_transport_nosuch.so in plugin_path directories /nonexistent:%s",
              plugin_dir);
     char path[8192];
     snprintf(path, sizeof(path), "/nonexistent:%s", plugin_dir);
     engram_config_t *cfg = config_new("nosuch", path);
-    CHECK_ERROR(engram_registry_select(g, cfg, &ops), ENGRAM_ERR_NOT_FOUND, want);
+    CHECK_ERROR(engram_registry_select(g, cfg, &builtins, &ops), ENGRAM_ERR_NOT_FOUND, want);
     engram_config_destroy(cfg);
 
     cfg = config_new("nosuch", "");
-    CHECK_ERROR(engram_registry_select(g, cfg, &ops), ENGRAM_ERR_NOT_FOUND,
-                "and plugin_path is empty, so no libengram_transport_nosuch.so was looked for");
+    CHECK_ERROR(engram_registry_select(g, cfg, &builtins, &ops), ENGRAM_ERR_NOT_FOUND,
+                "nor a plugin: plugin_path is empty, so no libengram_transport_nosuch.so was looked for");
     engram_config_destroy(cfg);
 
     CHECK_ERROR(engram_registry_load_plugin("../hal/x", plugin_dir, &ops), ENGRAM_ERR_INVALID,
@@ -236,7 +232,7 @@ static void test_plugin_works(engram_group_t *g)
     char path[8192];
     snprintf(path, sizeof(path), "/nonexistent:%s", plugin_dir);
     engram_config_t *cfg = config_new("testplug", path);
-    CHECK_OK(engram_registry_select(g, cfg, &ops));
+    CHECK_OK(engram_registry_select(g, cfg, &builtins, &ops));
     CHECK(ops != NULL && strcmp(ops->name, "testplug") == 0);
 
     /* Stays loaded: loading again yields the same ops. */
@@ -244,10 +240,21 @@ static void test_plugin_works(engram_group_t *g)
     CHECK_OK(engram_registry_load_plugin("testplug", plugin_dir, &again));
     CHECK(again == ops);
 
+    /* Its own key, read through the view: default 4, then as set. */
     engram_transport_t *t = NULL;
-    CHECK_OK(engram_config_set(cfg, "num_qps", "2"));
-    CHECK_OK(ops->open(g, cfg, &t));
     engram_transport_caps_t caps;
+    CHECK_OK(engram_transport_open(ops, g, cfg, &t));
+    ops->caps(t, &caps);
+    CHECK(caps.max_queues == 4);
+    ops->close(t);
+    CHECK_OK(engram_config_set(cfg, "testplug_queues", "3"));
+    CHECK_OK(engram_registry_select(g, cfg, &builtins, &ops));
+    CHECK_OK(engram_transport_open(ops, g, cfg, &t));
+    ops->caps(t, &caps);
+    CHECK(caps.max_queues == 3);
+    ops->close(t);
+    CHECK_OK(engram_config_set(cfg, "num_qps", "2"));
+    CHECK_OK(engram_transport_open(ops, g, cfg, &t));
     ops->caps(t, &caps);
     CHECK(caps.flags == ENGRAM_CAP_HOST_INITIATED);
     CHECK(caps.max_queues == 2);
@@ -314,7 +321,7 @@ static void test_plugins_refused(void)
         engram_status_t status;
         const char *message;
     } refused[] = {
-        {"badver", ENGRAM_ERR_VERSION, "was built for transport ABI version 2; this library uses version 1"},
+        {"badver", ENGRAM_ERR_VERSION, "was built for transport ABI version 3; this library uses version 2"},
         {"nosym", ENGRAM_ERR_INVALID, "does not export engram_transport_plugin_v1"},
         {"noops", ENGRAM_ERR_INVALID, "engram_transport_plugin_v1.ops is NULL"},
         {"small", ENGRAM_ERR_VERSION, "this library needs at least"},
@@ -325,6 +332,8 @@ static void test_plugins_refused(void)
          "ops->reg_symmetric is NULL but every transport must provide it (a GPU-initiated one with a "
          "gpu_launcher may leave all 7 host ops NULL)"},
         {"gpusmall", ENGRAM_ERR_VERSION, "gpu_launcher->size is"},
+        {"badkeys", ENGRAM_ERR_INVALID, "libengram_transport_badkeys.so: default of badkeys_depth: '9' is out of "
+                                        "range 0..4"},
     };
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         const engram_transport_ops_t *ops = NULL;
@@ -349,24 +358,84 @@ static void test_plugin_path_refused(void)
      * the working directory (the runfiles tree) does hold hal/. */
     snprintf(path, sizeof(path), "%s:hal", plugin_dir);
     CHECK_ERROR(engram_registry_load_plugin("testplug", path, &ops), ENGRAM_ERR_INVALID,
-                "plugin_path entry 'hal' is relative; entries must be absolute directories");
+                "plugin_path: entry 'hal' is relative; entries must be absolute directories");
     CHECK_ERROR(engram_registry_load_plugin("testplug", "./hal", &ops), ENGRAM_ERR_INVALID,
-                "plugin_path entry './hal' is relative");
+                "plugin_path: entry './hal' is relative");
     snprintf(path, sizeof(path), "%s:", plugin_dir);
     CHECK_ERROR(engram_registry_load_plugin("testplug", path, &ops), ENGRAM_ERR_INVALID, "has an empty entry");
     snprintf(path, sizeof(path), "::%s", plugin_dir);
     CHECK_ERROR(engram_registry_load_plugin("testplug", path, &ops), ENGRAM_ERR_INVALID, "has an empty entry");
     CHECK(ops == NULL);
 
-    /* Through select, from the environment, as a user would set it. */
-    CHECK(setenv("ENGRAM_PLUGIN_PATH", "hal", 1) == 0);
-    CHECK(setenv("ENGRAM_TRANSPORT", "testplug", 1) == 0);
-    engram_config_t *cfg = NULL;
-    CHECK_OK(engram_config_create(&cfg));
-    CHECK_ERROR(engram_registry_select(NULL, cfg, &ops), ENGRAM_ERR_INVALID, "plugin_path entry 'hal' is relative");
-    engram_config_destroy(cfg);
+    /* From the environment, as a user would set it: a configuration error
+     * whatever the transport (issue 13 defect 5: it was only logged when
+     * transport=auto looked for plugins). */
+    const char *transports[] = {"testplug", "loopback", "auto"};
+    for (int i = 0; i < 3; i++) {
+        CHECK(setenv("ENGRAM_PLUGIN_PATH", i == 2 ? "." : "hal", 1) == 0);
+        CHECK(setenv("ENGRAM_TRANSPORT", transports[i], 1) == 0);
+        engram_config_t *cfg = (engram_config_t *)&ops;
+        CHECK_ERROR(engram_config_create(&cfg), ENGRAM_ERR_INVALID,
+                    i == 2 ? "ENGRAM_PLUGIN_PATH: plugin_path: entry '.' is relative"
+                           : "ENGRAM_PLUGIN_PATH: plugin_path: entry 'hal' is relative");
+        CHECK(cfg == (engram_config_t *)&ops);
+    }
     unsetenv("ENGRAM_PLUGIN_PATH");
     unsetenv("ENGRAM_TRANSPORT");
+}
+
+/* ---- transport keys ---- */
+
+static void test_transport_keys(engram_group_t *g)
+{
+    const engram_transport_ops_t *ops = NULL;
+    /* A value its declaring plugin refuses, named with where it was set. */
+    engram_config_t *cfg = config_new("loopback", plugin_dir);
+    CHECK_OK(engram_config_set(cfg, "testplug_queues", "9"));
+    CHECK_ERROR(engram_registry_select(g, cfg, &builtins, &ops), ENGRAM_ERR_INVALID,
+                "engram_config_set: testplug's testplug_queues: '9' is out of range 1..4");
+    engram_config_destroy(cfg);
+
+    /* A key no one declares: named, with the plugins whose keys are unknown
+     * because they could not be loaded. */
+    CHECK(setenv("ENGRAM_TESTPLUG_QUEUE", "2", 1) == 0);
+    cfg = config_new("loopback", plugin_dir);
+    CHECK_ERROR(engram_registry_select(g, cfg, &builtins, &ops), ENGRAM_ERR_INVALID,
+                "ENGRAM_TESTPLUG_QUEUE: unknown key 'testplug_queue': neither a core key nor declared by any "
+                "transport found; transport keys are: testplug_queues (testplug)");
+    CHECK_ERROR(engram_registry_select(g, cfg, &builtins, &ops), ENGRAM_ERR_INVALID,
+                "plugin badkeys could not be loaded: plugin ");
+    engram_config_destroy(cfg);
+    /* Without the plugin directory, nothing declares testplug's key either. */
+    unsetenv("ENGRAM_TESTPLUG_QUEUE");
+    CHECK(setenv("ENGRAM_TESTPLUG_QUEUES", "2", 1) == 0);
+    cfg = config_new("loopback", "");
+    CHECK_ERROR(engram_registry_select(g, cfg, &builtins, &ops), ENGRAM_ERR_INVALID,
+                "ENGRAM_TESTPLUG_QUEUES: unknown key 'testplug_queues'");
+    engram_config_destroy(cfg);
+    unsetenv("ENGRAM_TESTPLUG_QUEUES");
+    CHECK(ops == NULL);
+
+    /* A transport reading a key it did not declare gets an error naming it. */
+    cfg = config_new("testplug", plugin_dir);
+    engram_config_keyset_t none = {"someone", NULL, 0};
+    engram_config_view_impl_t impl;
+    engram_config_view_t view;
+    engram_config_view_init(&view, &impl, cfg, &none);
+    int64_t v = 0;
+    const char *text = NULL;
+    CHECK_ERROR(view.get_int(&view, "testplug_queues", &v), ENGRAM_ERR_INVALID,
+                "someone reads config key 'testplug_queues', which is neither a core key nor one it declares");
+    CHECK_ERROR(view.get_string(&view, "timeout_ms", &text), ENGRAM_ERR_INVALID, "not a STRING or PATHS key");
+    CHECK_ERROR(view.get_int(&view, "transport", &v), ENGRAM_ERR_INVALID, "not an INT or ENUM key");
+    CHECK_OK(view.get_string(&view, "transport", &text));
+    CHECK(strcmp(text, "testplug") == 0);
+    CHECK_OK(view.get_int(&view, "timeout_ms", &v));
+    CHECK(v == 30000);
+    CHECK_OK(engram_config_set(cfg, "mode", "hybrid"));
+    CHECK_OK(view.get_int(&view, "mode", &v));
+    CHECK(v == ENGRAM_MODE_HYBRID);
+    engram_config_destroy(cfg);
 }
 
 int main(int argc, char **argv)
@@ -387,6 +456,7 @@ int main(int argc, char **argv)
     test_plugin_works(g);
     test_plugins_refused();
     test_plugin_path_refused();
+    test_transport_keys(g);
     engram_group_destroy(g);
     printf("registry_test: all passed\n");
     return 0;

@@ -43,7 +43,7 @@ typedef struct engram_segment_params {
     size_t size; /* sizeof(engram_segment_params_t) */
     size_t bytes;
     int numa_node; /* -1: the calling thread's node */
-    int huge;      /* ENGRAM_HUGE_AUTO / _ON / _OFF (config_keys.h) */
+    int huge;      /* ENGRAM_HUGE_AUTO / _ON / _OFF (config_view.h) */
     int device;    /* CUDA kinds only */
 } engram_segment_params_t;
 

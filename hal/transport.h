@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "hal/config_keys.h"
+#include "hal/config_view.h"
 #include "hal/gpu_launcher.h"
 #include "hal/group.h"
 #include "hal/segment.h"
@@ -69,7 +69,9 @@ typedef struct engram_transport_ops {
      * reason (static or transport-owned string). May be collective
      * (same answer on every rank). */
     bool (*available)(engram_group_t *group, const char **why);
-    engram_status_t (*open)(engram_group_t *group, const struct engram_config *cfg, engram_transport_t **out);
+    /* Collective. Reads configuration only through `config` (core keys and
+     * the ones in config_keys below), valid until open returns. */
+    engram_status_t (*open)(engram_group_t *group, const engram_config_view_t *config, engram_transport_t **out);
     void (*caps)(const engram_transport_t *t, engram_transport_caps_t *caps);
     /* Collective: every rank registers its own segment (same size on every
      * rank); the returned region addresses the peers' segments per `span`. */
@@ -114,6 +116,13 @@ typedef struct engram_transport_ops {
     /* Optional, may be NULL (check ops->size first): the fetch launcher of
      * a GPU-initiated backend (ENGRAM_CAP_GPU_INITIATED; hal/gpu_launcher.h). */
     const struct engram_gpu_launcher_ops *gpu_launcher;
+    /* Optional, may be NULL (check ops->size first): the configuration keys
+     * this transport declares (its own, never a core key). Their values
+     * come from ENGRAM_<KEY>, the config file and engram_config_set like
+     * the core keys', are checked against this table when the transports
+     * are found, and are read at open through the view. */
+    const engram_config_key_decl_t *config_keys;
+    int num_config_keys;
 } engram_transport_ops_t;
 
 #ifdef __cplusplus

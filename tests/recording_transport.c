@@ -1,6 +1,7 @@
 #include "tests/recording_transport.h"
 
 #include "hal/registry.h"
+#include "transports/builtins.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,7 @@ static bool rec_available(engram_group_t *g, const char **why)
     return true;
 }
 
-static engram_status_t rec_open(engram_group_t *g, const struct engram_config *cfg, engram_transport_t **out)
+static engram_status_t rec_open(engram_group_t *g, const engram_config_view_t *cfg, engram_transport_t **out)
 {
     (void)g;
     (void)cfg;
@@ -168,7 +169,12 @@ const engram_transport_ops_t recording_transport_ops = {
 };
 
 /* This test binary's built-in table: only the recording transport. */
-const engram_builtin_t engram_builtins[] = {
+static const engram_builtin_t recording_builtins[] = {
     {.name = "recording", .ops = &recording_transport_ops, .absent_reason = NULL, .auto_priority = 1},
 };
-const int engram_builtin_count = 1;
+
+const engram_builtin_table_t *engram_transport_builtins(void)
+{
+    static const engram_builtin_table_t table = {recording_builtins, 1};
+    return &table;
+}

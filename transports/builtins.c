@@ -1,12 +1,13 @@
-/* The built-in transport table that hal/registry.c declares (hal includes
- * no transport; this is the layer above it that knows them all).
+/* The built-in transport table, handed to hal/registry.c by its callers
+ * (hal includes no transport; this is the layer above it that knows them
+ * all).
  *
  * An absent backend keeps its row with the reason, so transport=<name> and
  * transport=auto can say why: the ENGRAM_*_ABSENT_REASON strings are
  * computed by transports/BUILD.bazel from the system-library markers
  * (missing library, NCCL too old, or the backend not written yet). A backend
  * listed in LINKED_BACKENDS there gets its ENGRAM_HAVE_* define here. */
-#include "hal/registry.h"
+#include "transports/builtins.h"
 #include "transports/loopback/loopback.h"
 #ifdef ENGRAM_HAVE_UCX
 #include "transports/ucx/ucx.h"
@@ -27,7 +28,7 @@
  * the single-host copy, then UCX, which reaches any host but costs CPU. */
 enum { PRIO_NCCL_GIN = 40, PRIO_MLX5DV = 30, PRIO_LOOPBACK = 20, PRIO_UCX = 10 };
 
-const engram_builtin_t engram_builtins[] = {
+static const engram_builtin_t builtins[] = {
     {"loopback", &engram_loopback_ops, NULL, PRIO_LOOPBACK},
 #ifdef ENGRAM_HAVE_UCX
     {"ucx", &engram_ucx_ops, NULL, PRIO_UCX},
@@ -46,4 +47,9 @@ const engram_builtin_t engram_builtins[] = {
 #endif
 };
 
-const int engram_builtin_count = sizeof(engram_builtins) / sizeof(engram_builtins[0]);
+static const engram_builtin_table_t table = {builtins, (int)(sizeof(builtins) / sizeof(builtins[0]))};
+
+const engram_builtin_table_t *engram_transport_builtins(void)
+{
+    return &table;
+}

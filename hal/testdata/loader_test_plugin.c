@@ -9,6 +9,7 @@
  *   LAUNCHER_NOFNS  gpunofns: a gpu_launcher lacking issue
  *   LAUNCHER_MIXED  gpumixed: a gpu_launcher and only some host ops
  *   LAUNCHER_SMALL  gpusmall: a gpu_launcher whose size predates its functions
+ *   BROKEN_KEYS     badkeys: a config key table whose default is out of range
  * Accepted:
  *   LAUNCHER_OK     gpuonly: a gpu_launcher and no host op (GPU-initiated)
  * The loader checks in order (version, ops, size, name, functions), so
@@ -40,8 +41,12 @@ ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v1 = {ENGRAM_
 #define PLUGIN_NAME "gpumixed"
 #elif defined(LAUNCHER_SMALL)
 #define PLUGIN_NAME "gpusmall"
+#elif defined(BROKEN_KEYS)
+#define PLUGIN_NAME "badkeys"
 #endif
-#if defined(LAUNCHER_OK) || defined(LAUNCHER_NOFNS) || defined(LAUNCHER_MIXED) || defined(LAUNCHER_SMALL)
+/* BROKEN_KEYS has a sound launcher, so only its key table is wrong. */
+#if defined(LAUNCHER_OK) || defined(LAUNCHER_NOFNS) || defined(LAUNCHER_MIXED) || defined(LAUNCHER_SMALL) || \
+    defined(BROKEN_KEYS)
 #define WITH_LAUNCHER 1
 #endif
 #ifndef PLUGIN_ABI
@@ -58,7 +63,7 @@ static bool never_available(engram_group_t *group, const char **why)
     return false;
 }
 
-static engram_status_t never_open(engram_group_t *group, const struct engram_config *cfg, engram_transport_t **out)
+static engram_status_t never_open(engram_group_t *group, const engram_config_view_t *cfg, engram_transport_t **out)
 {
     (void)group, (void)cfg, (void)out;
     return ENGRAM_ERR_UNSUPPORTED;
@@ -126,6 +131,12 @@ static engram_status_t no_get(engram_transport_t *t, int queue, int peer, engram
 }
 #endif
 
+#if defined(BROKEN_KEYS)
+static const engram_config_key_decl_t bad_keys[] = {
+    {"badkeys_depth", ENGRAM_CONFIG_INT, "9", "0..4", "a default its own range refuses"},
+};
+#endif
+
 static const engram_transport_ops_t ops = {
     .size = PLUGIN_SIZE,
     .name = PLUGIN_NAME,
@@ -138,6 +149,10 @@ static const engram_transport_ops_t ops = {
 #endif
 #if defined(LAUNCHER_MIXED)
     .get = no_get,
+#endif
+#if defined(BROKEN_KEYS)
+    .config_keys = bad_keys,
+    .num_config_keys = 1,
 #endif
 };
 

@@ -48,15 +48,27 @@ static bool tp_available(engram_group_t *group, const char **why)
     return true;
 }
 
-static engram_status_t tp_open(engram_group_t *group, const struct engram_config *cfg, engram_transport_t **out)
+/* testplug's own key: set as ENGRAM_TESTPLUG_QUEUES, `testplug_queues = 2`
+ * in the file, or engram_config_set; read at open through the view. */
+static const engram_config_key_decl_t tp_keys[] = {
+    {"testplug_queues", ENGRAM_CONFIG_INT, "4", "1..4" /* TP_MAX_QUEUES */, "queues testplug offers (num_qps may take fewer)"},
+};
+
+static engram_status_t tp_open(engram_group_t *group, const engram_config_view_t *cfg, engram_transport_t **out)
 {
     if (engram_group_size(group) != 1)
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "testplug: group of %d ranks; it serves exactly one",
                             engram_group_size(group));
+    int64_t num_qps, queues;
+    engram_status_t st = cfg->get_int(cfg, "num_qps", &num_qps);
+    if (st == ENGRAM_OK)
+        st = cfg->get_int(cfg, "testplug_queues", &queues);
+    if (st != ENGRAM_OK)
+        return st;
     engram_transport_t *t = calloc(1, sizeof(*t));
     if (t == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "testplug: out of memory");
-    t->nqueues = cfg->num_qps == 0 || cfg->num_qps > TP_MAX_QUEUES ? TP_MAX_QUEUES : (int)cfg->num_qps;
+    t->nqueues = num_qps == 0 || num_qps > queues ? (int)queues : (int)num_qps;
     *out = t;
     return ENGRAM_OK;
 }
@@ -197,6 +209,8 @@ static const engram_transport_ops_t tp_ops = {
     .request_free = tp_request_free,
     .describe = tp_describe,
     .close = tp_close,
+    .config_keys = tp_keys,
+    .num_config_keys = sizeof(tp_keys) / sizeof(tp_keys[0]),
 };
 
 /* The one symbol the loader looks for; everything else stays hidden. */

@@ -27,6 +27,19 @@ static void check_round_trip(engram_config_t *cfg)
         if (engram_config_get(copy, key, again, sizeof(again)) != ENGRAM_OK || strcmp(value, again) != 0)
             abort();
     }
+    /* Transport keys (not core): kept verbatim, with their source. */
+    for (int i = 0; i < cfg->num_extra; i++) {
+        const char *key = cfg->extra[i].name;
+        char value[ENGRAM_CONFIG_STRING_MAX], again[ENGRAM_CONFIG_STRING_MAX];
+        engram_config_source_t src;
+        if (engram_config_get(cfg, key, value, sizeof(value)) != ENGRAM_OK ||
+            strcmp(value, cfg->extra[i].value) != 0 || engram_config_source(cfg, key, &src) != ENGRAM_OK ||
+            src != cfg->extra[i].source)
+            abort();
+        if (engram_config_set(copy, key, value) != ENGRAM_OK ||
+            engram_config_get(copy, key, again, sizeof(again)) != ENGRAM_OK || strcmp(value, again) != 0)
+            abort();
+    }
     engram_config_destroy(copy);
 }
 

@@ -23,10 +23,6 @@
 #include "tests/fuzz/fuzz_input.h"
 #include "tests/fuzz/plugin_fuzz_ctl.h"
 
-/* No built-ins: the loader only names them in its not-found message. */
-const engram_builtin_t engram_builtins[1];
-const int engram_builtin_count = 0;
-
 typedef struct blob {
     uint8_t *bytes;
     size_t size;

@@ -12,7 +12,7 @@ static bool openfail_available(engram_group_t *group, const char **why)
     return true;
 }
 
-static engram_status_t openfail_open(engram_group_t *group, const struct engram_config *cfg,
+static engram_status_t openfail_open(engram_group_t *group, const engram_config_view_t *cfg,
                                      engram_transport_t **out)
 {
     (void)group, (void)cfg, (void)out;

@@ -1,11 +1,19 @@
-/* engram_info: version, every backend (available or why not, and what it
- * can do), and the effective configuration with each key's source. */
+/* engram_info: version, every backend (built in, and every plugin found on
+ * plugin_path: loaded, or why not; available, or why not; what it can do),
+ * the effective configuration with each key's source (the transports' keys
+ * too), and whether this configuration can run: a context is created on a
+ * group of one exactly as an application's would be. Exits 1 with the
+ * library's message when the configuration could not run. */
 #include <stdio.h>
 #include <string.h>
 
 #include "engram/engram.h"
 #include "hal/config_keys.h"
 #include "hal/registry.h"
+#include "transports/builtins.h"
+
+/* Plugins listed; far more than a plugin directory holds. */
+enum { MAX_PLUGINS = 64 };
 
 static void print_caps(const engram_transport_caps_t *caps)
 {
@@ -30,34 +38,74 @@ static void print_caps(const engram_transport_caps_t *caps)
     printf("\n");
 }
 
-static void print_backend(const engram_builtin_t *b, engram_group_t *g, const engram_config_t *cfg)
+/* One backend: available or why not, and what an open of it offers. */
+static void print_backend(const char *name, const engram_transport_ops_t *ops, engram_group_t *g,
+                          const engram_config_t *cfg)
 {
-    if (b->ops == NULL) {
-        printf("  %-10s available: no  (%s)\n", b->name, b->absent_reason);
-        return;
-    }
     const char *why = "";
-    if (!b->ops->available(g, &why)) {
-        printf("  %-10s available: no  (%s)\n", b->name, why);
+    if (!ops->available(g, &why)) {
+        printf("  %-10s available: no  (%s)\n", name, why ? why : "no reason given");
         return;
     }
     engram_transport_t *t;
-    engram_status_t st = b->ops->open(g, cfg, &t);
-    if (st != ENGRAM_OK) {
-        printf("  %-10s available: no  (open failed: %s)\n", b->name, engram_last_error());
+    if (engram_transport_open(ops, g, cfg, &t) != ENGRAM_OK) {
+        printf("  %-10s available: no  (open failed: %s)\n", name, engram_last_error());
         return;
     }
-    printf("  %-10s available: yes\n", b->name);
+    printf("  %-10s available: yes\n", name);
     engram_transport_caps_t caps;
-    b->ops->caps(t, &caps);
+    ops->caps(t, &caps);
     print_caps(&caps);
-    if (b->ops->describe) {
+    if (ops->describe) {
         char desc[1024] = "";
-        b->ops->describe(t, desc, sizeof(desc));
+        ops->describe(t, desc, sizeof(desc));
         if (desc[0])
             printf("      selected: %s\n", desc);
     }
-    b->ops->close(t);
+    ops->close(t);
+}
+
+/* The plugins found: every one listed, loaded or with the loader's reason;
+ * the loaded ones' ops into plugins[] for the key listing. */
+static int list_plugins(const engram_config_t *cfg, engram_group_t *g, const engram_transport_ops_t **plugins)
+{
+    printf("\nplugins (libengram_transport_<name>.so on plugin_path '%s'):\n", cfg->plugin_path);
+    char names[MAX_PLUGINS][ENGRAM_PLUGIN_NAME_MAX + 1];
+    int n = engram_registry_plugin_names(cfg->plugin_path, names, MAX_PLUGINS), loaded = 0;
+    if (n == 0)
+        printf("  none found\n");
+    for (int i = 0; i < n; i++) {
+        const engram_transport_ops_t *ops = NULL;
+        if (engram_registry_load_plugin(names[i], cfg->plugin_path, &ops) != ENGRAM_OK) {
+            printf("  %-10s not loaded: %s\n", names[i], engram_last_error());
+            continue;
+        }
+        plugins[loaded++] = ops;
+        print_backend(names[i], ops, g, cfg);
+    }
+    return loaded;
+}
+
+static void print_keys(const engram_config_t *cfg, const engram_transport_ops_t *ops)
+{
+    engram_config_keyset_t keys = engram_transport_keys(ops);
+    engram_config_print_keyset(cfg, &keys, stdout);
+}
+
+/* Creates a context as an application would: the one verdict on whether
+ * this configuration runs (keys, selection, open, queue count). */
+static int check_runs(const engram_config_t *cfg, engram_group_t *g)
+{
+    printf("\ncheck: transport=%s ", cfg->transport);
+    engram_context_t *ctx = NULL;
+    if (engram_context_create(cfg, g, &ctx) != ENGRAM_OK) {
+        printf("cannot run\n");
+        fprintf(stderr, "engram_info: configuration error: %s\n", engram_last_error());
+        return 1;
+    }
+    printf("runs on %s\n", engram_context_transport(ctx));
+    engram_context_destroy(ctx);
+    return 0;
 }
 
 int main(void)
@@ -75,12 +123,28 @@ int main(void)
         engram_config_destroy(cfg);
         return 1;
     }
-    printf("\nbackends (built in; plugins load from plugin_path):\n");
-    for (int i = 0; i < engram_registry_builtin_count(); i++)
-        print_backend(engram_registry_builtin(i), g, cfg);
+    const engram_builtin_table_t *builtins = engram_transport_builtins();
+    printf("\nbackends (built in):\n");
+    for (int i = 0; i < builtins->count; i++) {
+        const engram_builtin_t *b = &builtins->entries[i];
+        if (b->ops == NULL)
+            printf("  %-10s available: no  (%s)\n", b->name, b->absent_reason);
+        else
+            print_backend(b->name, b->ops, g, cfg);
+    }
+    const engram_transport_ops_t *plugins[MAX_PLUGINS];
+    int nplugins = list_plugins(cfg, g, plugins);
+
     printf("\nconfiguration (ENGRAM_<KEY> env > ENGRAM_CONFIG_FILE > default; API calls override all):\n");
     engram_config_print(cfg, stdout);
+    for (int i = 0; i < builtins->count; i++)
+        if (builtins->entries[i].ops != NULL)
+            print_keys(cfg, builtins->entries[i].ops);
+    for (int i = 0; i < nplugins; i++)
+        print_keys(cfg, plugins[i]);
+
+    int rc = check_runs(cfg, g);
     engram_group_destroy(g);
     engram_config_destroy(cfg);
-    return 0;
+    return rc;
 }

@@ -85,7 +85,7 @@ static void queues_free(engram_transport_t *t)
     free(t->queues);
 }
 
-static engram_status_t loopback_open(engram_group_t *group, const struct engram_config *cfg, engram_transport_t **out)
+static engram_status_t loopback_open(engram_group_t *group, const engram_config_view_t *cfg, engram_transport_t **out)
 {
     (void)cfg;
     if (group == NULL || out == NULL)

@@ -10,6 +10,7 @@
 #include "hal/config_keys.h"
 #include "hal/registry.h"
 #include "tests/check.h"
+#include "transports/builtins.h"
 #include "transports/mlx5dv/mlx5dv.h"
 
 static bool mlx5_device_listed(void)
@@ -41,15 +42,15 @@ int main(void)
     if (!listed) {
         CHECK(why != NULL && strcmp(why, "no mlx5 device") == 0);
         CHECK_OK(engram_config_set(cfg, "transport", "mlx5dv"));
-        CHECK_STATUS(engram_registry_select(g, cfg, &ops), ENGRAM_ERR_UNSUPPORTED);
+        CHECK_STATUS(engram_registry_select(g, cfg, engram_transport_builtins(), &ops), ENGRAM_ERR_UNSUPPORTED);
         CHECK(strstr(engram_last_error(), "transport 'mlx5dv' cannot run here: no mlx5 device") != NULL);
         CHECK_OK(engram_config_set(cfg, "transport", "auto"));
-        CHECK_OK(engram_registry_select(g, cfg, &ops));
+        CHECK_OK(engram_registry_select(g, cfg, engram_transport_builtins(), &ops));
         CHECK(ops != &engram_mlx5dv_ops);
     } else {
         /* A device is there, but not under that name: open says so. */
         engram_transport_t *t = NULL;
-        CHECK_STATUS(engram_mlx5dv_ops.open(g, cfg, &t), ENGRAM_ERR_NOT_FOUND);
+        CHECK_STATUS(engram_transport_open(&engram_mlx5dv_ops, g, cfg, &t), ENGRAM_ERR_NOT_FOUND);
         CHECK(strstr(engram_last_error(), "mlx5_no_such_device") != NULL);
     }
     engram_config_destroy(cfg);

@@ -65,7 +65,7 @@ struct engram_transport {
     engram_mlx5_dev_t *dev;
     engram_group_t *group;
     int rank, size, local_rank, local_size;
-    engram_reg_span_t span; /* how peers map to ranks, from cfg->mode */
+    engram_reg_span_t span; /* how peers map to ranks, from the mode key */
     int npeers, nqueues;
     uint32_t rd_atom;
     uint64_t timeout_ns;

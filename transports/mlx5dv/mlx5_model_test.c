@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hal/config_keys.h"
+#include "hal/registry.h"
 #include "memory/host_segment.h"
 #include "tests/check.h"
 #include "tests/transport_testing.h"
@@ -39,7 +40,7 @@ static void fixture_open(fixture_t *f, engram_group_t *g, bool hybrid, const cha
     CHECK_OK(engram_config_create(&f->cfg));
     CHECK_OK(engram_config_set(f->cfg, "mode", hybrid ? "hybrid" : "direct"));
     CHECK_OK(engram_config_set(f->cfg, "timeout_ms", timeout_ms));
-    CHECK_OK(ops->open(g, f->cfg, &f->t));
+    CHECK_OK(engram_transport_open(ops, g, f->cfg, &f->t));
     f->seg = testing_host_segment(SEG_BYTES, ENGRAM_HUGE_OFF);
     unsigned char *b = f->seg->addr;
     for (size_t i = 0; i < f->seg->size; i++)

@@ -63,8 +63,8 @@ typedef struct engram_mlx5_ring_ops {
     const char *name;
     /* false with *why ("no mlx5 device") when it cannot run here. */
     bool (*available)(const char **why);
-    /* cfg may be NULL (defaults). */
-    engram_status_t (*open)(const struct engram_config *cfg, int rank, engram_mlx5_dev_t **out);
+    /* device: the mlx5_device key; "" or NULL = the first mlx5 device. */
+    engram_status_t (*open)(const char *device, int rank, engram_mlx5_dev_t **out);
     void (*close)(engram_mlx5_dev_t *dev);
     /* The initiator depth the device allows per QP (max_qp_init_rd_atom). */
     uint32_t (*max_rd_atomic)(const engram_mlx5_dev_t *dev);

@@ -77,10 +77,11 @@ static engram_status_t pick_gid(engram_mlx5_dev_t *d)
                         "configured on its netdev?)", d->name, PORT);
 }
 
-static engram_status_t verbs_open(const struct engram_config *cfg, int rank, engram_mlx5_dev_t **out)
+static engram_status_t verbs_open(const char *want, int rank, engram_mlx5_dev_t **out)
 {
     (void)rank;
-    const char *want = cfg != NULL ? cfg->mlx5_device : "";
+    if (want == NULL)
+        want = "";
     int n = 0;
     struct ibv_device **list = ibv_get_device_list(&n);
     if (list == NULL)

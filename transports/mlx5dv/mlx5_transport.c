@@ -122,12 +122,11 @@ static engram_status_t check_shape(const engram_transport_t *t)
 }
 
 /* Local setup: device, QPs and this rank's addresses, or the reason not. */
-static engram_status_t open_local(engram_transport_t *t, const struct engram_config *cfg,
-                                  engram_mlx5_qp_addr_t *mine)
+static engram_status_t open_local(engram_transport_t *t, const char *device, engram_mlx5_qp_addr_t *mine)
 {
     engram_status_t st = check_shape(t);
     if (st == ENGRAM_OK)
-        st = t->rings->open(cfg, t->rank, &t->dev);
+        st = t->rings->open(device, t->rank, &t->dev);
     if (st != ENGRAM_OK)
         return st;
     uint32_t rd = t->rings->max_rd_atomic(t->dev);
@@ -147,10 +146,38 @@ static void transport_free(engram_transport_t *t)
     free(t);
 }
 
-static engram_status_t mlx5_open(engram_group_t *group, const struct engram_config *cfg, engram_transport_t **out)
+/* The keys mlx5dv declares (read through the view at open). */
+static const engram_config_key_decl_t mlx5_keys[] = {
+    {"mlx5_device", ENGRAM_CONFIG_STRING, "", "an RDMA device name (mlx5_0, ...)",
+     "the device to open; empty = the first mlx5 device"},
+};
+
+/* A NULL view (tests) means the defaults. */
+static engram_status_t read_config(const engram_config_view_t *cfg, int64_t *mode, int64_t *timeout_ms,
+                                   const char **device)
+{
+    *mode = ENGRAM_MODE_DIRECT;
+    *timeout_ms = 30000;
+    *device = "";
+    if (cfg == NULL)
+        return ENGRAM_OK;
+    engram_status_t st = cfg->get_int(cfg, "mode", mode);
+    if (st == ENGRAM_OK)
+        st = cfg->get_int(cfg, "timeout_ms", timeout_ms);
+    if (st == ENGRAM_OK)
+        st = cfg->get_string(cfg, "mlx5_device", device);
+    return st;
+}
+
+static engram_status_t mlx5_open(engram_group_t *group, const engram_config_view_t *cfg, engram_transport_t **out)
 {
     if (group == NULL || out == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv open: group and out must not be NULL");
+    int64_t mode, timeout_ms;
+    const char *device;
+    engram_status_t cst = read_config(cfg, &mode, &timeout_ms, &device);
+    if (cst != ENGRAM_OK)
+        return cst;
     engram_transport_t *t = calloc(1, sizeof(*t));
     if (t == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5dv open: out of memory");
@@ -160,16 +187,16 @@ static engram_status_t mlx5_open(engram_group_t *group, const struct engram_conf
     t->size = engram_group_size(group);
     t->local_rank = engram_group_local_rank(group);
     t->local_size = engram_group_local_size(group);
-    t->span = cfg != NULL && cfg->mode == ENGRAM_MODE_HYBRID ? ENGRAM_REG_NODE_SPAN : ENGRAM_REG_RANK;
+    t->span = mode == ENGRAM_MODE_HYBRID ? ENGRAM_REG_NODE_SPAN : ENGRAM_REG_RANK;
     t->npeers = t->span == ENGRAM_REG_NODE_SPAN ? t->size / t->local_size : t->size;
-    t->timeout_ns = (uint64_t)(cfg != NULL ? cfg->timeout_ms : 30000) * 1000000u;
+    t->timeout_ns = (uint64_t)timeout_ms * 1000000u;
     size_t per_rank = (size_t)MLX5_QUEUES * (size_t)t->npeers;
     engram_mlx5_qp_addr_t *mine = calloc(per_rank, sizeof(*mine));
     engram_mlx5_qp_addr_t *all = calloc(per_rank * (size_t)t->size, sizeof(*all));
     engram_status_t st = mine == NULL || all == NULL
                              ? ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5dv open: out of memory for %zu QP addresses",
                                             per_rank * (size_t)t->size)
-                             : open_local(t, cfg, mine);
+                             : open_local(t, device, mine);
     /* Every rank takes part in each exchange, so none waits on one that gave up. */
     st = engram_mlx5_agree(group, st, "create its QPs");
     if (st == ENGRAM_OK)
@@ -235,4 +262,6 @@ const engram_transport_ops_t engram_mlx5dv_ops = {
     .request_free = engram_mlx5_request_free,
     .describe = mlx5_describe,
     .close = mlx5_close,
+    .config_keys = mlx5_keys,
+    .num_config_keys = sizeof(mlx5_keys) / sizeof(mlx5_keys[0]),
 };

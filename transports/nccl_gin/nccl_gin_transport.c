@@ -123,9 +123,20 @@ static engram_status_t check_props(engram_transport_t *t)
     return ENGRAM_OK;
 }
 
-static engram_status_t nccl_gin_open(engram_group_t *group, const struct engram_config *cfg,
+/* The keys nccl_gin declares (read through the view at open). */
+static const engram_config_key_decl_t nccl_gin_keys[] = {
+    {"gin_queue_depth", ENGRAM_CONFIG_INT, "0", "0..65536", "GIN queue depth per context and peer; 0 = NCCL's default"},
+};
+
+static engram_status_t nccl_gin_open(engram_group_t *group, const engram_config_view_t *cfg,
                                      engram_transport_t **out)
 {
+    int64_t mode, queue_depth;
+    engram_status_t st = cfg->get_int(cfg, "mode", &mode);
+    if (st == ENGRAM_OK)
+        st = cfg->get_int(cfg, "gin_queue_depth", &queue_depth);
+    if (st != ENGRAM_OK)
+        return st;
     engram_transport_t *t = calloc(1, sizeof(*t));
     if (t == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "nccl_gin: out of memory for the transport");
@@ -133,10 +144,9 @@ static engram_status_t nccl_gin_open(engram_group_t *group, const struct engram_
     t->rank = engram_group_rank(group);
     t->size = engram_group_size(group);
     t->local_size = engram_group_local_size(group);
-    t->hybrid = cfg->mode == ENGRAM_MODE_HYBRID;
-    t->queue_depth = (int)cfg->gin_queue_depth;
+    t->hybrid = mode == ENGRAM_MODE_HYBRID;
+    t->queue_depth = (int)queue_depth;
     char reason[320];
-    engram_status_t st = ENGRAM_OK;
     if (!version_matches(reason, sizeof(reason)))
         st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "nccl_gin: %s", reason);
     ncclUniqueId id;
@@ -201,4 +211,6 @@ const engram_transport_ops_t engram_nccl_gin_ops = {
     .describe = nccl_gin_describe,
     .close = nccl_gin_close,
     .gpu_launcher = &engram_nccl_gin_launcher,
+    .config_keys = nccl_gin_keys,
+    .num_config_keys = sizeof(nccl_gin_keys) / sizeof(nccl_gin_keys[0]),
 };

@@ -245,10 +245,25 @@ free_addrs:
     return st;
 }
 
-static engram_status_t ucx_open(engram_group_t *group, const struct engram_config *cfg, engram_transport_t **out)
+/* The keys ucx declares (read through the view at open). */
+static const engram_config_key_decl_t ucx_keys[] = {
+    {"ucx_window", ENGRAM_CONFIG_INT, "256", "1..65536", "outstanding gets per worker before progress is forced"},
+};
+
+static engram_status_t ucx_open(engram_group_t *group, const engram_config_view_t *cfg, engram_transport_t **out)
 {
     if (group == NULL || cfg == NULL || out == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx open: group, cfg and out must not be NULL");
+    int64_t mode, window, timeout_ms, num_qps;
+    engram_status_t st = cfg->get_int(cfg, "mode", &mode);
+    if (st == ENGRAM_OK)
+        st = cfg->get_int(cfg, "ucx_window", &window);
+    if (st == ENGRAM_OK)
+        st = cfg->get_int(cfg, "timeout_ms", &timeout_ms);
+    if (st == ENGRAM_OK)
+        st = cfg->get_int(cfg, "num_qps", &num_qps);
+    if (st != ENGRAM_OK)
+        return st;
     engram_transport_t *t = calloc(1, sizeof(*t));
     if (t == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ucx open: out of memory");
@@ -257,13 +272,12 @@ static engram_status_t ucx_open(engram_group_t *group, const struct engram_confi
     t->size = engram_group_size(group);
     t->local_rank = engram_group_local_rank(group);
     t->local_size = engram_group_local_size(group);
-    t->span = cfg->mode == ENGRAM_MODE_HYBRID ? ENGRAM_REG_NODE_SPAN : ENGRAM_REG_RANK;
+    t->span = mode == ENGRAM_MODE_HYBRID ? ENGRAM_REG_NODE_SPAN : ENGRAM_REG_RANK;
     t->npeers = t->span == ENGRAM_REG_NODE_SPAN ? t->size / t->local_size : t->size;
-    t->window = (unsigned)cfg->ucx_window;
-    t->timeout_ns = (uint64_t)cfg->timeout_ms * 1000000u;
-    t->nqueues = cfg->num_qps > 0 ? (int)cfg->num_qps : UCX_DEFAULT_QUEUES;
+    t->window = (unsigned)window;
+    t->timeout_ns = (uint64_t)timeout_ms * 1000000u;
+    t->nqueues = num_qps > 0 ? (int)num_qps : UCX_DEFAULT_QUEUES;
 
-    engram_status_t st;
     t->peer_dead = calloc((size_t)t->size, sizeof(*t->peer_dead));
     t->queues = calloc((size_t)t->nqueues, sizeof(*t->queues));
     if (t->peer_dead == NULL || t->queues == NULL) {
@@ -394,4 +408,6 @@ const engram_transport_ops_t engram_ucx_ops = {
     .close = ucx_close,
     .progress = engram_ucx_progress,
     .alloc_symmetric = engram_ucx_alloc_symmetric,
+    .config_keys = ucx_keys,
+    .num_config_keys = sizeof(ucx_keys) / sizeof(ucx_keys[0]),
 };

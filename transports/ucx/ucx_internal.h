@@ -69,7 +69,7 @@ struct engram_region {
 struct engram_transport {
     engram_group_t *group;
     int rank, size, local_rank, local_size;
-    engram_reg_span_t span; /* how flush peers map to ranks, from cfg->mode */
+    engram_reg_span_t span; /* how flush peers map to ranks, from the mode key */
     int npeers;
     unsigned window;
     uint64_t timeout_ns;

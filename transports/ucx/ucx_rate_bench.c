@@ -16,6 +16,7 @@
 
 #include "hal/config.h"
 #include "hal/group.h"
+#include "hal/registry.h"
 #include "memory/host_segment.h"
 #include "tests/check.h"
 #include "transports/ucx/ucx.h"
@@ -122,7 +123,7 @@ static int rank_main(engram_group_t *group, void *varg)
     set_int(cfg, "num_qps", o->queues);
     set_int(cfg, "ucx_window", o->window);
     engram_transport_t *t;
-    CHECK_OK(ops->open(group, cfg, &t));
+    CHECK_OK(engram_transport_open(ops, group, cfg, &t));
     engram_segment_t *table = segment((size_t)o->seg_mb << 20);
     engram_segment_t *dst = segment((size_t)o->rows_per_batch * o->row_bytes);
     engram_region_t *remote, *local;

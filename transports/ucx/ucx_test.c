@@ -15,6 +15,7 @@
 
 #include "hal/config.h"
 #include "hal/config_keys.h"
+#include "hal/registry.h"
 #include "hal/group.h"
 #include "memory/host_segment.h"
 #include "tests/check.h"
@@ -192,7 +193,7 @@ static int fetch_main(engram_group_t *group, void *arg)
     int local_size = engram_group_local_size(group);
     engram_config_t *cfg = config_for(sc->mode, 20000);
     engram_transport_t *t;
-    CHECK_OK(ops->open(group, cfg, &t));
+    CHECK_OK(engram_transport_open(ops, group, cfg, &t));
     engram_transport_caps_t caps;
     ops->caps(t, &caps);
     CHECK(caps.max_queues == NQUEUES && (caps.flags & ENGRAM_CAP_HOST_INITIATED));
@@ -272,7 +273,7 @@ static int peer_exit_main(engram_group_t *group, void *arg)
     int victim = NRANKS - 1;
     engram_config_t *cfg = config_for(ENGRAM_MODE_DIRECT, EXIT_TIMEOUT_MS);
     engram_transport_t *t;
-    CHECK_OK(ops->open(group, cfg, &t));
+    CHECK_OK(engram_transport_open(ops, group, cfg, &t));
     engram_segment_t *table = table_segment(rank);
     engram_region_t *remote;
     CHECK_OK(ops->reg_symmetric(t, table, ENGRAM_REG_RANK, &remote));
@@ -376,7 +377,7 @@ static int alloc_fetch_main(engram_group_t *group, void *arg)
     scenario_t *sc = arg;
     engram_config_t *cfg = config_for(ENGRAM_MODE_DIRECT, 20000);
     engram_transport_t *t;
-    CHECK_OK(ops->open(group, cfg, &t));
+    CHECK_OK(engram_transport_open(ops, group, cfg, &t));
     engram_segment_params_t params = alloc_params(SEG_BYTES - 100); /* rounded up to the page size */
     engram_region_t *remote = NULL;
     void *addr = NULL;
@@ -421,7 +422,7 @@ static int alloc_errors_main(engram_group_t *group, void *arg)
     int rank = engram_group_rank(group);
     engram_config_t *cfg = config_for(ENGRAM_MODE_DIRECT, 20000);
     engram_transport_t *t;
-    CHECK_OK(ops->open(group, cfg, &t));
+    CHECK_OK(engram_transport_open(ops, group, cfg, &t));
     engram_region_t *remote = NULL;
     void *addr = NULL;
     uint32_t flags;
@@ -474,7 +475,7 @@ static int alloc_peer_death_main(engram_group_t *group, void *arg)
     int rank = engram_group_rank(group);
     engram_config_t *cfg = config_for(ENGRAM_MODE_DIRECT, EXIT_TIMEOUT_MS);
     engram_transport_t *t;
-    CHECK_OK(ops->open(group, cfg, &t));
+    CHECK_OK(engram_transport_open(ops, group, cfg, &t));
     engram_segment_params_t params = alloc_params(SEG_BYTES);
     engram_region_t *remote;
     void *addr;
@@ -509,7 +510,7 @@ static int cma_unusable_main(engram_group_t *group, void *arg)
     (void)arg;
     engram_config_t *cfg = config_for(ENGRAM_MODE_DIRECT, 5000);
     engram_transport_t *t = NULL;
-    CHECK_STATUS(ops->open(group, cfg, &t), ENGRAM_ERR_TRANSPORT);
+    CHECK_STATUS(engram_transport_open(ops, group, cfg, &t), ENGRAM_ERR_TRANSPORT);
     CHECK(t == NULL);
     CHECK(strstr(engram_last_error(), "no endpoint to rank") != NULL);
     engram_config_destroy(cfg);

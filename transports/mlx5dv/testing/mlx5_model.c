@@ -259,9 +259,9 @@ static bool model_available(const char **why)
     return true;
 }
 
-static engram_status_t model_open(const struct engram_config *cfg, int rank, engram_mlx5_dev_t **out)
+static engram_status_t model_open(const char *device, int rank, engram_mlx5_dev_t **out)
 {
-    (void)cfg;
+    (void)device;
     if (current != NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "mlx5 model: one transport per process at a time");
     engram_mlx5_dev_t *m = calloc(1, sizeof(*m));

@@ -1,0 +1,60 @@
+#!/bin/bash
+# engram_info diagnoses (issue 13 defect 6): it lists every plugin found
+# (loaded, or the loader's reason), every key with its source (the
+# transports' too), and exits 1 with the library's own message when the
+# configuration cannot run.
+# args: engram_info, then the test plugins (all in one directory).
+set -u
+info="$1"
+plugins="$(cd "$(dirname "$2")" && pwd)"
+fails=0
+out="$TEST_TMPDIR/out" err="$TEST_TMPDIR/err"
+
+# expect RC VAR=VALUE... -- TEXT...: runs engram_info with the variables,
+# checks its exit status and that stdout+stderr hold each TEXT.
+expect() {
+    local want_rc="$1"
+    shift
+    local vars=()
+    while [ "$1" != "--" ]; do vars+=("$1"); shift; done
+    shift
+    env -u ENGRAM_PLUGIN_PATH -u ENGRAM_TRANSPORT "${vars[@]}" "$info" >"$out" 2>"$err"
+    local rc=$?
+    if [ "$rc" != "$want_rc" ]; then
+        echo "FAIL (${vars[*]}): exit $rc, wanted $want_rc"; cat "$out" "$err"; fails=$((fails + 1)); return
+    fi
+    for text in "$@"; do
+        if ! cat "$out" "$err" | grep -qF -- "$text"; then
+            echo "FAIL (${vars[*]}): output lacks '$text'"; cat "$out" "$err"; fails=$((fails + 1))
+        fi
+    done
+}
+
+expect 0 ENGRAM_LOG_LEVEL=warn -- "loopback   available: yes" "plugins (" "  none found" \
+    "transport    = auto         [default]" "check: transport=auto runs on loopback"
+expect 1 ENGRAM_TRANSPORT=nonesuch -- \
+    "engram_info: configuration error: transport 'nonesuch' is not a built-in" "check: transport=nonesuch cannot run"
+expect 1 ENGRAM_PLUGIN_PATH=. -- \
+    "engram_info: configuration error: ENGRAM_PLUGIN_PATH: plugin_path: entry '.' is relative"
+expect 1 ENGRAM_PLUGIN_PATH="$plugins" ENGRAM_TRANSPORT=badver -- \
+    "badver     not loaded: plugin $plugins/libengram_transport_badver.so was built for transport ABI version 3" \
+    "engram_info: configuration error: plugin $plugins/libengram_transport_badver.so was built for transport ABI"
+# auto passes over the broken plugins, and says why for each.
+expect 0 ENGRAM_PLUGIN_PATH="$plugins" ENGRAM_TESTPLUG_QUEUES=2 -- \
+    "badkeys    not loaded: plugin $plugins/libengram_transport_badkeys.so: default of badkeys_depth" \
+    "nosym      not loaded: plugin $plugins/libengram_transport_nosym.so does not export" \
+    "gpuonly    available: no  (loader test plugin)" "testplug   available: yes" \
+    "testplug_queues = 2            [env] accepted: 1..4; testplug:" "check: transport=auto runs on testplug"
+expect 1 ENGRAM_NO_SUCH_KEY=1 -- \
+    "engram_info: configuration error: ENGRAM_NO_SUCH_KEY: unknown key 'no_such_key'"
+expect 1 ENGRAM_TESTPLUG_QUEUES=7 ENGRAM_PLUGIN_PATH="$plugins" -- \
+    "configuration error: ENGRAM_TESTPLUG_QUEUES: testplug's testplug_queues: '7' is out of range 1..4"
+expect 1 ENGRAM_CONFIG_FILE="$TEST_TMPDIR" -- "configuration error: ENGRAM_CONFIG_FILE=$TEST_TMPDIR is a directory"
+printf 'ucx_window = 0\n' >"$TEST_TMPDIR/bad.conf"
+if "$info" 2>/dev/null | grep -q "^  ucx        available: yes"; then
+    expect 1 ENGRAM_CONFIG_FILE="$TEST_TMPDIR/bad.conf" -- \
+        "configuration error: $TEST_TMPDIR/bad.conf:1: ucx's ucx_window: '0' is out of range 1..65536"
+fi
+
+if [ "$fails" != 0 ]; then echo "$fails failed"; exit 1; fi
+echo "engram_info_test: all passed"
