@@ -59,11 +59,11 @@ static void gather_scales(engram_fetch_t *f, uint32_t token, uint32_t entry, con
 {
     const engram_table_params_t *p = &f->table->params;
     uint32_t packs = p->scale_packs;
-    uint32_t col0 = entry * packs;
+    uint64_t col0 = (uint64_t)entry * packs; /* entries_per_token * scale_packs may pass 2^32 */
     if (f->flags & ENGRAM_FETCH_SF_COL_MAJOR) {
-        uint32_t stride = engram_sf_col_stride(f->num_tokens);
+        uint64_t stride = engram_sf_col_stride(f->num_tokens);
         for (uint32_t k = 0; k < packs; k++)
-            f->sf[(uint64_t)(col0 + k) * stride + token] = src ? src[k] : 0;
+            f->sf[(col0 + k) * stride + token] = src ? src[k] : 0;
     } else {
         uint32_t *dst = f->sf + ((uint64_t)token * p->entries_per_token) * packs + col0;
         for (uint32_t k = 0; k < packs; k++)

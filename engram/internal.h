@@ -40,13 +40,44 @@ struct engram_fetch {
     uint32_t first_bad_token, first_bad_entry;
 };
 
+/* The largest byte count of one table buffer, and of all of them: 2^47, the
+ * user address space of x86-64 and aarch64 (48-bit VA). Larger sizes
+ * cannot be allocated whatever the memory, so they are refused as
+ * ENGRAM_ERR_OVERFLOW before any allocation. */
+#define ENGRAM_MAX_BYTES_LOG2 47
+#define ENGRAM_MAX_BYTES ((uint64_t)1 << ENGRAM_MAX_BYTES_LOG2)
+
+/* A table's sizes (table_sizes.c), each and all together at most the
+ * limit they were checked against. */
+typedef struct engram_table_sizes {
+    uint64_t row_stride;     /* bytes between shard rows: row_bytes rounded up to ENGRAM_ROW_ALIGN */
+    uint64_t shard_bytes;    /* entries_per_rank * row_stride */
+    uint64_t total_entries;  /* ranks * entries_per_rank, <= INT64_MAX */
+    uint64_t slot_rows;      /* max_tokens * entries_per_token */
+    uint64_t slot_row_bytes; /* slot_rows * row_bytes (rows land unpadded) */
+    uint64_t recv_bytes;     /* slot_row_bytes * fetch_slots */
+    uint64_t slot_sf_elems;  /* scale packs per slot, room for the column-major padding; 0 without scales */
+    uint64_t sf_recv_bytes;  /* slot_sf_elems * 4 * fetch_slots */
+    uint64_t scales_bytes;   /* total_entries * scale_packs * 4: the replicated scales */
+} engram_table_sizes_t;
+
+/* Every size of a table of params on `ranks` ranks (`local_ranks` per
+ * node) with `slots` fetch slots; ENGRAM_ERR_OVERFLOW naming the params
+ * when one, or their sum, passes limit_bytes (at most ENGRAM_MAX_BYTES). */
+engram_status_t engram_table_sizes(const engram_table_params_t *p, uint64_t ranks, uint64_t local_ranks,
+                                   uint64_t slots, uint64_t limit_bytes, engram_table_sizes_t *out);
+/* This machine's physical memory (at most ENGRAM_MAX_BYTES): a host
+ * table's buffers are all written (the shard by engram_write, the slots by
+ * fetches), so more than this cannot work and is refused up front rather
+ * than met by an allocation that succeeds lazily or aborts a sanitizer. */
+uint64_t engram_host_memory_bytes(void);
+
 struct engram_table {
     engram_context_t *ctx;
     engram_table_params_t params;
     engram_route_shape_t shape;
     int num_peers;
-    uint64_t slot_row_bytes; /* max_tokens * entries_per_token * row_bytes */
-    uint64_t slot_sf_elems;  /* scale packs per slot, room for the column-major padding */
+    engram_table_sizes_t sizes;
     engram_segment_t *shard;
     engram_region_t *shard_region; /* the shard as the transport reads it (GPU tables: a host mirror) */
     uint32_t shard_flags;          /* ENGRAM_CAP_OWNER_PROGRESS when peers' gets need this rank's CPU */

@@ -86,7 +86,7 @@ static engram_status_t alloc_local(engram_table_t *t, engram_gpu_remote_t *r)
                             "GPU table: the shard's host mirror rounds to %zu bytes, the CUDA shard is %zu; "
                             "try huge_pages=off",
                             r->mirror->size, t->shard->size);
-    st = alloc_host(ctx, t->slot_row_bytes * (uint64_t)t->num_slots, &r->staging);
+    st = alloc_host(ctx, t->sizes.recv_bytes, &r->staging);
     return st == ENGRAM_OK ? alloc_pinned(t, r) : st;
 }
 
@@ -193,7 +193,7 @@ static engram_status_t issue_rows(engram_fetch_t *f, engram_gpu_table_t *g, int 
     const uint32_t ept = t->params.entries_per_token, row_bytes = t->params.row_bytes;
     const int64_t *indices = r->indices + (uint64_t)slot * max_rows(t);
     uint32_t *dst_row = r->dst_row + (uint64_t)slot * max_rows(t);
-    const uint64_t staging_base = (uint64_t)slot * t->slot_row_bytes;
+    const uint64_t staging_base = (uint64_t)slot * t->sizes.slot_row_bytes;
     uint32_t staged = 0;
     engram_status_t st = ENGRAM_OK;
     for (uint32_t tok = 0; st == ENGRAM_OK && tok < f->num_tokens; tok++) {
@@ -244,7 +244,7 @@ engram_status_t engram_gpu_remote_test(engram_fetch_t *f, int slot)
     if (st != ENGRAM_OK)
         return st; /* failed fetch: its staged rows are not placed */
     cudaError_t ce = (cudaError_t)engram_gpu_scatter_launch(
-        r->staging_dev + (uint64_t)slot * t->slot_row_bytes, r->dst_row_dev + (uint64_t)slot * max_rows(t),
+        r->staging_dev + (uint64_t)slot * t->sizes.slot_row_bytes, r->dst_row_dev + (uint64_t)slot * max_rows(t),
         rs->staged, t->params.row_bytes, f->rows, g->blocks, rs->stream);
     if (ce == cudaSuccess)
         ce = cudaEventRecord(g->done[slot], (cudaStream_t)rs->stream);
