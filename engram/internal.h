@@ -20,13 +20,24 @@ struct engram_context {
     int progress_regions; /* symmetric regions whose gets need their owner's CPU */
 };
 
-struct engram_fetch {
+/* A fetch slot's state. LIVE: taken by a fetch not yet released, by
+ * compare-and-swap from FREE so threads fetching on separate queues share
+ * the table's slots. RETIRED: released while its gets may still land
+ * (after a timeout); taken again only once they are known complete
+ * (engram_fetch_begin), or freed with the table. */
+enum { ENGRAM_SLOT_FREE = 0, ENGRAM_SLOT_LIVE, ENGRAM_SLOT_RETIRED };
+
+typedef struct engram_fetch_slot engram_fetch_slot_t;
+
+/* One receive slot and the state of the fetch in it. The public
+ * engram_fetch_t * handles name a slot and a generation (fetch_handle.h).
+ * Every field but state belongs to the thread that holds the slot. */
+struct engram_fetch_slot {
     engram_table_t *table;
-    /* Slot taken by a fetch not yet released; taken by compare-and-swap so
-     * threads fetching on separate queues share the table's slots. Every
-     * other field belongs to the thread that took the slot. */
-    atomic_bool in_use;
+    atomic_int state;
+    uint32_t handle_record; /* fetch_handle.c's record + 1; 0 = none */
     bool completed;  /* every flush request has completed */
+    bool timed_out;  /* a wait gave up on it: release retires it at once */
     engram_status_t status; /* first error seen, sticky */
     uint32_t num_tokens;
     unsigned flags;
@@ -86,9 +97,10 @@ struct engram_table {
     uint32_t *scales; /* replicated global scales, [total_entries][scale_packs] */
     uint32_t *sf_recv;
     bool written;
-    atomic_int fetches_in_flight;
+    atomic_int fetches_in_flight; /* live slots */
+    atomic_int retired_slots;
     int num_slots;
-    engram_fetch_t *slots;
+    engram_fetch_slot_t *slots;
     void *gpu; /* recv=CUDA tables: engram/gpu's state */
 };
 
@@ -102,20 +114,24 @@ void engram_table_free_slots(engram_table_t *t);
  * rows owned by other nodes (engram/gpu), so both issue and complete gets
  * the same way. */
 /* Takes a free slot for a fetch on queues [first_queue, first_queue +
- * num_queues) and resets its flush state; NULL when all are in flight. */
-engram_fetch_t *engram_fetch_begin(engram_table_t *t, int first_queue, int num_queues, uint32_t num_tokens,
+ * num_queues) and resets its flush state; NULL when all are in flight.
+ * First takes back retired slots on those queues whose gets completed. */
+engram_fetch_slot_t *engram_fetch_begin(engram_table_t *t, int first_queue, int num_queues, uint32_t num_tokens,
                                    unsigned flags);
 /* The queue `token` issues on: contiguous token ranges per queue. */
-int engram_fetch_queue(const engram_fetch_t *f, uint32_t token);
+int engram_fetch_queue(const engram_fetch_slot_t *f, uint32_t token);
 /* One row's get from t->shard_region (as routed) into dst at dst_off, with
  * the flush policy of routing.h. */
-engram_status_t engram_fetch_get_row(engram_fetch_t *f, int queue, const engram_route_t *r, engram_region_t *dst,
+engram_status_t engram_fetch_get_row(engram_fetch_slot_t *f, int queue, const engram_route_t *r, engram_region_t *dst,
                                      uint64_t dst_off);
 /* Flushes each (queue, peer) that got gets; returns the first error. */
-engram_status_t engram_fetch_flush(engram_fetch_t *f);
+engram_status_t engram_fetch_flush(engram_fetch_slot_t *f);
 /* Tests the flush requests, dropping completed ones: ENGRAM_INPROGRESS
  * while any remain, then f->status (the first error, sticky). */
-engram_status_t engram_fetch_test_flushes(engram_fetch_t *f);
+engram_status_t engram_fetch_test_flushes(engram_fetch_slot_t *f);
+/* At table destroy, before the regions go: frees the requests retired
+ * slots still hold (the transport stops tracking those gets). */
+void engram_fetch_drop_retired(engram_table_t *t);
 
 /* Whether gets complete only while owners call ops->progress: some
  * symmetric region of the context needs it. */

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engram/fetch_handle.h"
 #include "engram/gpu/gpu_table.h"
 #include "engram/internal.h"
 #include "hal/log.h"
@@ -156,12 +157,15 @@ engram_status_t engram_table_alloc_slots(engram_table_t *t)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate %d fetch slots", t->num_slots);
     size_t pairs = (size_t)queues * (size_t)t->num_peers;
     for (int s = 0; s < t->num_slots; s++) {
-        engram_fetch_t *f = &t->slots[s];
+        engram_fetch_slot_t *f = &t->slots[s];
         f->table = t;
         f->counters = calloc(pairs, sizeof(*f->counters));
         f->reqs = calloc(pairs, sizeof(*f->reqs));
         if (f->counters == NULL || f->reqs == NULL)
             return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate flush state for %zu (queue, peer) pairs", pairs);
+        engram_status_t st = engram_handle_bind(f);
+        if (st != ENGRAM_OK)
+            return st;
     }
     return ENGRAM_OK;
 }
@@ -169,6 +173,7 @@ engram_status_t engram_table_alloc_slots(engram_table_t *t)
 void engram_table_free_slots(engram_table_t *t)
 {
     for (int s = 0; t->slots != NULL && s < t->num_slots; s++) {
+        engram_handle_unbind(&t->slots[s]);
         free(t->slots[s].counters);
         free(t->slots[s].reqs);
     }
@@ -323,6 +328,7 @@ engram_status_t engram_table_destroy(engram_table_t *t)
     st = engram_group_agree(ctx->group, st);
     if (st == ENGRAM_ERR_BUSY)
         return st;
+    engram_fetch_drop_retired(t);
     if (t->params.recv == ENGRAM_RECV_CUDA) {
         engram_gpu_table_destroy(t);
     } else {

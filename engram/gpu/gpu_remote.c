@@ -144,7 +144,7 @@ engram_status_t engram_gpu_remote_write(engram_table_t *t, const void *rows)
     return ce == cudaSuccess ? ENGRAM_OK : cuda_error("writing the shard's host mirror", ce);
 }
 
-engram_status_t engram_gpu_remote_copy_indices(engram_fetch_t *f, int slot, const int64_t *indices, void *stream)
+engram_status_t engram_gpu_remote_copy_indices(engram_fetch_slot_t *f, int slot, const int64_t *indices, void *stream)
 {
     engram_table_t *t = f->table;
     engram_gpu_remote_t *r = ((engram_gpu_table_t *)t->gpu)->remote;
@@ -186,7 +186,7 @@ static engram_status_t wait_copied(engram_context_t *ctx, cudaEvent_t ev)
 }
 
 /* One get per row of another node, into the slot's staging, compacted. */
-static engram_status_t issue_rows(engram_fetch_t *f, engram_gpu_table_t *g, int slot)
+static engram_status_t issue_rows(engram_fetch_slot_t *f, engram_gpu_table_t *g, int slot)
 {
     engram_table_t *t = f->table;
     engram_gpu_remote_t *r = g->remote;
@@ -214,7 +214,7 @@ static engram_status_t issue_rows(engram_fetch_t *f, engram_gpu_table_t *g, int 
     return st;
 }
 
-engram_status_t engram_gpu_remote_issue(engram_fetch_t *f, int slot)
+engram_status_t engram_gpu_remote_issue(engram_fetch_slot_t *f, int slot)
 {
     engram_gpu_table_t *g = f->table->gpu;
     remote_slot_t *rs = &g->remote->slots[slot];
@@ -231,7 +231,7 @@ engram_status_t engram_gpu_remote_issue(engram_fetch_t *f, int slot)
     return st != ENGRAM_OK ? st : fst;
 }
 
-engram_status_t engram_gpu_remote_test(engram_fetch_t *f, int slot)
+engram_status_t engram_gpu_remote_test(engram_fetch_slot_t *f, int slot)
 {
     engram_table_t *t = f->table;
     engram_gpu_table_t *g = t->gpu;

@@ -36,10 +36,10 @@ void engram_gpu_remote_destroy(engram_table_t *t, engram_gpu_table_t *g);
 /* Copies this rank's rows into the mirror. */
 engram_status_t engram_gpu_remote_write(engram_table_t *t, const void *rows);
 /* Step 1's copy, queued on stream before the kernel (f->num_tokens > 0). */
-engram_status_t engram_gpu_remote_copy_indices(engram_fetch_t *f, int slot, const int64_t *indices, void *stream);
+engram_status_t engram_gpu_remote_copy_indices(engram_fetch_slot_t *f, int slot, const int64_t *indices, void *stream);
 /* Steps 2-3. On an error the gets already issued are flushed all the same. */
-engram_status_t engram_gpu_remote_issue(engram_fetch_t *f, int slot);
+engram_status_t engram_gpu_remote_issue(engram_fetch_slot_t *f, int slot);
 /* Step 4: ENGRAM_INPROGRESS while flushes are pending, then f->status. */
-engram_status_t engram_gpu_remote_test(engram_fetch_t *f, int slot);
+engram_status_t engram_gpu_remote_test(engram_fetch_slot_t *f, int slot);
 
 #endif
