@@ -5,7 +5,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include "engram/engram.h"
-#include "engram/routing.h"
+#include "hal/routing.h"
 #include "hal/config_keys.h"
 #include "hal/transport.h"
 

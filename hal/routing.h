@@ -1,6 +1,7 @@
 /* Routing decomposition and flush control, header-only and usable from C
- * and CUDA: the host fetch loop and the GPU kernels include this one file,
- * so the math cannot drift between them.
+ * and CUDA: the host fetch loop, the engram layer's GPU kernels and those
+ * of GPU-initiated transports (hal/gpu_launcher.h) include this one file,
+ * so the math cannot drift between them; hence it lives in hal, below both.
  *
  *   owner = idx / entries_per_rank, local = idx % entries_per_rank
  *   direct: peer = owner,            intra = 0
@@ -8,8 +9,8 @@
  *   src_off = intra * rank_stride + local * row_stride      (64-bit)
  *
  * An index outside [0, ranks * entries_per_rank) never becomes an offset. */
-#ifndef ENGRAM_ENGRAM_ROUTING_H
-#define ENGRAM_ENGRAM_ROUTING_H
+#ifndef ENGRAM_HAL_ROUTING_H
+#define ENGRAM_HAL_ROUTING_H
 
 #include <stdbool.h>
 #include <stdint.h>
