@@ -60,8 +60,9 @@ engram_status_t engram_table_sizes(const engram_table_params_t *p, uint64_t rank
         return TOO_LARGE("table params: node span of %llu local ranks x %llu-byte shards",
                          (unsigned long long)local_ranks, (unsigned long long)s.shard_bytes);
     if (__builtin_mul_overflow(p->entries_per_rank, ranks, &s.total_entries) || s.total_entries > INT64_MAX)
-        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "table params: entries_per_rank %llu x %llu ranks exceed int64 indices",
-                         (unsigned long long)p->entries_per_rank, (unsigned long long)ranks);
+        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW,
+                            "table params: entries_per_rank %llu x %llu ranks exceed int64 indices",
+                            (unsigned long long)p->entries_per_rank, (unsigned long long)ranks);
     s.slot_rows = (uint64_t)p->max_tokens * p->entries_per_token; /* < 2^64: two 32-bit factors */
     s.slot_row_bytes = s.slot_rows;
     bool fits = mul_bounded(&l, &s.slot_row_bytes, p->row_bytes);

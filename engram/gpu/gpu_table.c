@@ -176,7 +176,7 @@ static engram_status_t attach_launcher(engram_table_t *t, engram_gpu_table_t *g)
         .shard_bytes = t->shard->size,
         .hybrid = t->shape.hybrid != 0,
         .num_slots = t->num_slots,
-        .max_rows = t->params.max_tokens * t->params.entries_per_token,
+        .max_rows = (uint32_t)t->sizes.slot_rows, /* at most UINT32_MAX: engram_gpu_table_check */
     };
     return engram_group_agree(ctx->group, g->launcher->attach(ctx->transport, &span, &g->launch));
 }
