@@ -11,7 +11,10 @@
  * Errors: every call returns an engram_status_t; the details of a failure
  * are logged once and available from engram_last_error(). Out-parameters are
  * set only on success (the one exception, ENGRAM_ERR_BAD_INDEX from
- * engram_wait, is documented there). */
+ * engram_wait, is documented there). Sizes: engram_table_create and
+ * engram_storage_size_hint compute every size in 64 bits and refuse, with
+ * ENGRAM_ERR_OVERFLOW naming the params, a table whose buffers pass the
+ * address space (2^47 bytes), or for recv=HOST this machine's memory. */
 #ifndef ENGRAM_ENGRAM_H
 #define ENGRAM_ENGRAM_H
 
@@ -131,6 +134,13 @@ ENGRAM_API int engram_table_queues(const engram_table_t *table);
 ENGRAM_API engram_status_t engram_fetch_on_queues(engram_table_t *table, int first_queue, int num_queues,
                                                   const int64_t *indices, uint32_t num_tokens, unsigned flags,
                                                   engram_fetch_t **out);
+/* Fetch handles (engram_fetch_t *) are opaque values, not addresses: each
+ * names one fetch, and stays valid until engram_fetch_release. A released
+ * handle never names a later fetch (not even one that reuses its receive
+ * slot), nor does a handle of a destroyed table: engram_test, engram_wait,
+ * engram_fetch_bad_indices and engram_fetch_release refuse such a handle,
+ * and NULL, with ENGRAM_ERR_INVALID and leave every fetch as it was. */
+
 /* ENGRAM_OK when complete, ENGRAM_INPROGRESS, or an error. */
 ENGRAM_API engram_status_t engram_test(engram_fetch_t *fetch);
 /* Waits (bounded by timeout_ms) and returns the rows
@@ -142,14 +152,25 @@ ENGRAM_API engram_status_t engram_test(engram_fetch_t *fetch);
  * ENGRAM_ERR_BAD_INDEX: some indices were out of range; those rows (and
  * their scales) are zero-filled, the others are valid, rows/scales ARE set,
  * and the message (engram_last_error) gives the count and the first
- * offending (token, entry); engram_fetch_bad_indices gives them too. */
+ * offending (token, entry); engram_fetch_bad_indices gives them too.
+ * ENGRAM_ERR_TIMEOUT: the gets did not complete in time; the fetch is
+ * still in flight (test or wait again, or release it). */
 ENGRAM_API engram_status_t engram_wait(engram_fetch_t *fetch, const void **rows, const uint32_t **scales);
-ENGRAM_API void engram_fetch_bad_indices(const engram_fetch_t *fetch, uint64_t *count, uint32_t *first_token,
-                                         uint32_t *first_entry);
-/* Frees the fetch's receive slot. A fetch must be complete (waited or
- * tested OK) or failed before release; releasing one still in flight waits
- * for it first. */
-ENGRAM_API void engram_fetch_release(engram_fetch_t *fetch);
+/* The out-of-range indices of a completed fetch: their count and the first
+ * one's (token, entry), 0 when none. Any out-parameter may be NULL. */
+ENGRAM_API engram_status_t engram_fetch_bad_indices(const engram_fetch_t *fetch, uint64_t *count,
+                                                    uint32_t *first_token, uint32_t *first_entry);
+/* Ends the fetch: its handle is invalid from here, and the fetch no longer
+ * counts as in flight (for engram_write and engram_table_destroy). A fetch
+ * still in flight is waited for first (bounded by timeout_ms; not again
+ * when a wait already timed out). ENGRAM_OK: its receive slot is free.
+ * ENGRAM_ERR_TIMEOUT: its gets had not completed, so they may still land
+ * in its receive slot; the slot is retired, not reused until they are
+ * known complete (a later fetch on the same queues tests them) or the
+ * table is destroyed (which frees their requests). Nothing leaks either
+ * way; fetch_slots - retired slots fetches may then be in flight. NULL is
+ * a no-op (ENGRAM_OK). */
+ENGRAM_API engram_status_t engram_fetch_release(engram_fetch_t *fetch);
 
 #ifdef __cplusplus
 }

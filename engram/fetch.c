@@ -4,17 +4,45 @@
 #include <string.h>
 #include <time.h>
 
+#include "engram/fetch_handle.h"
 #include "engram/gpu/gpu_table.h"
 #include "engram/internal.h"
 #include "hal/log.h"
 
-engram_fetch_t *engram_fetch_begin(engram_table_t *t, int first_queue, int num_queues, uint32_t num_tokens,
-                                   unsigned flags)
+/* The slot's test: its flush requests, or its GPU work. */
+static engram_status_t test_slot(engram_fetch_slot_t *f)
 {
-    engram_fetch_t *f = NULL;
+    if (f->table->params.recv == ENGRAM_RECV_CUDA)
+        return engram_gpu_fetch_test(f);
+    engram_status_t st = engram_fetch_test_flushes(f);
+    if (st != ENGRAM_INPROGRESS)
+        f->completed = true;
+    return st;
+}
+
+/* Retired slots on queues within [first_queue, first_queue + num_queues)
+ * whose gets have completed become free. Only the caller's queues are
+ * tested: the threading rules let it call on those alone. */
+static void reclaim_retired(engram_table_t *t, int first_queue, int num_queues)
+{
+    for (int s = 0; atomic_load(&t->retired_slots) > 0 && s < t->num_slots; s++) {
+        engram_fetch_slot_t *f = &t->slots[s];
+        if (atomic_load(&f->state) != ENGRAM_SLOT_RETIRED || f->first_queue < first_queue ||
+            f->first_queue + f->num_queues > first_queue + num_queues || test_slot(f) == ENGRAM_INPROGRESS)
+            continue;
+        t->retired_slots--;
+        atomic_store(&f->state, ENGRAM_SLOT_FREE);
+    }
+}
+
+engram_fetch_slot_t *engram_fetch_begin(engram_table_t *t, int first_queue, int num_queues, uint32_t num_tokens,
+                                        unsigned flags)
+{
+    reclaim_retired(t, first_queue, num_queues);
+    engram_fetch_slot_t *f = NULL;
     for (int s = 0; f == NULL && s < t->num_slots; s++) {
-        bool free_slot = false;
-        if (atomic_compare_exchange_strong(&t->slots[s].in_use, &free_slot, true))
+        int free_slot = ENGRAM_SLOT_FREE;
+        if (atomic_compare_exchange_strong(&t->slots[s].state, &free_slot, ENGRAM_SLOT_LIVE))
             f = &t->slots[s];
     }
     if (f == NULL)
@@ -22,6 +50,7 @@ engram_fetch_t *engram_fetch_begin(engram_table_t *t, int first_queue, int num_q
     f->first_queue = first_queue;
     f->num_queues = num_queues;
     f->completed = false;
+    f->timed_out = false;
     f->status = ENGRAM_OK;
     f->num_tokens = num_tokens;
     f->flags = flags;
@@ -31,12 +60,12 @@ engram_fetch_t *engram_fetch_begin(engram_table_t *t, int first_queue, int num_q
     return f;
 }
 
-int engram_fetch_queue(const engram_fetch_t *f, uint32_t token)
+int engram_fetch_queue(const engram_fetch_slot_t *f, uint32_t token)
 {
     return f->first_queue + (int)((uint64_t)token * (uint64_t)f->num_queues / f->num_tokens);
 }
 
-engram_status_t engram_fetch_get_row(engram_fetch_t *f, int queue, const engram_route_t *r, engram_region_t *dst,
+engram_status_t engram_fetch_get_row(engram_fetch_slot_t *f, int queue, const engram_route_t *r, engram_region_t *dst,
                                      uint64_t dst_off)
 {
     engram_table_t *t = f->table;
@@ -47,7 +76,7 @@ engram_status_t engram_fetch_get_row(engram_fetch_t *f, int queue, const engram_
                          t->params.row_bytes, flags);
 }
 
-static void note_bad(engram_fetch_t *f, uint32_t token, uint32_t entry)
+static void note_bad(engram_fetch_slot_t *f, uint32_t token, uint32_t entry)
 {
     if (f->bad_count++ == 0) {
         f->first_bad_token = token;
@@ -55,15 +84,15 @@ static void note_bad(engram_fetch_t *f, uint32_t token, uint32_t entry)
     }
 }
 
-static void gather_scales(engram_fetch_t *f, uint32_t token, uint32_t entry, const uint32_t *src)
+static void gather_scales(engram_fetch_slot_t *f, uint32_t token, uint32_t entry, const uint32_t *src)
 {
     const engram_table_params_t *p = &f->table->params;
     uint32_t packs = p->scale_packs;
-    uint32_t col0 = entry * packs;
+    uint64_t col0 = (uint64_t)entry * packs; /* entries_per_token * scale_packs may pass 2^32 */
     if (f->flags & ENGRAM_FETCH_SF_COL_MAJOR) {
-        uint32_t stride = engram_sf_col_stride(f->num_tokens);
+        uint64_t stride = engram_sf_col_stride(f->num_tokens);
         for (uint32_t k = 0; k < packs; k++)
-            f->sf[(uint64_t)(col0 + k) * stride + token] = src ? src[k] : 0;
+            f->sf[(col0 + k) * stride + token] = src ? src[k] : 0;
     } else {
         uint32_t *dst = f->sf + ((uint64_t)token * p->entries_per_token) * packs + col0;
         for (uint32_t k = 0; k < packs; k++)
@@ -73,7 +102,7 @@ static void gather_scales(engram_fetch_t *f, uint32_t token, uint32_t entry, con
 
 /* Issues every row; returns the first transport error (the fetch is then
  * failed, but rows already issued are still flushed by the caller). */
-static engram_status_t issue_rows(engram_fetch_t *f, const int64_t *indices)
+static engram_status_t issue_rows(engram_fetch_slot_t *f, const int64_t *indices)
 {
     engram_table_t *t = f->table;
     const uint32_t ept = t->params.entries_per_token;
@@ -102,7 +131,7 @@ static engram_status_t issue_rows(engram_fetch_t *f, const int64_t *indices)
  * after the gets are out: it overlaps the transfers, and a tight loop with
  * prefetches keeps many of its cache misses in flight (interleaved with
  * the issue loop, each miss stalled it). */
-static void gather_all_scales(engram_fetch_t *f, const int64_t *indices)
+static void gather_all_scales(engram_fetch_slot_t *f, const int64_t *indices)
 {
     enum { AHEAD = 16 };
     const engram_table_t *t = f->table;
@@ -120,7 +149,7 @@ static void gather_all_scales(engram_fetch_t *f, const int64_t *indices)
     }
 }
 
-engram_status_t engram_fetch_flush(engram_fetch_t *f)
+engram_status_t engram_fetch_flush(engram_fetch_slot_t *f)
 {
     engram_table_t *t = f->table;
     engram_context_t *ctx = t->ctx;
@@ -176,7 +205,7 @@ engram_status_t engram_fetch_on_queues(engram_table_t *t, int first_queue, int n
     engram_status_t st = check_fetch(t, indices, num_tokens, flags);
     if (st != ENGRAM_OK)
         return st;
-    engram_fetch_t *f = engram_fetch_begin(t, first_queue, num_queues, num_tokens, flags);
+    engram_fetch_slot_t *f = engram_fetch_begin(t, first_queue, num_queues, num_tokens, flags);
     if (f == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_fetch: all %d receive slots are in flight (fetch_slots); "
                                              "wait and release one first", t->num_slots);
@@ -185,7 +214,7 @@ engram_status_t engram_fetch_on_queues(engram_table_t *t, int first_queue, int n
     if (f->sf)
         gather_all_scales(f, indices);
     f->status = st != ENGRAM_OK ? st : fst;
-    *out = f;
+    *out = engram_handle_of(f);
     return ENGRAM_OK;
 }
 
@@ -195,7 +224,7 @@ engram_status_t engram_fetch(engram_table_t *t, const int64_t *indices, uint32_t
     return engram_fetch_on_queues(t, 0, t ? t->ctx->num_queues : 1, indices, num_tokens, flags, out);
 }
 
-engram_status_t engram_fetch_test_flushes(engram_fetch_t *f)
+engram_status_t engram_fetch_test_flushes(engram_fetch_slot_t *f)
 {
     engram_context_t *ctx = f->table->ctx;
     int i = 0;
@@ -213,16 +242,10 @@ engram_status_t engram_fetch_test_flushes(engram_fetch_t *f)
     return f->num_reqs > 0 ? ENGRAM_INPROGRESS : f->status;
 }
 
-engram_status_t engram_test(engram_fetch_t *f)
+engram_status_t engram_test(engram_fetch_t *fetch)
 {
-    if (f == NULL || !f->in_use)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_test: not a fetch in flight");
-    if (f->table->params.recv == ENGRAM_RECV_CUDA)
-        return engram_gpu_fetch_test(f);
-    engram_status_t st = engram_fetch_test_flushes(f);
-    if (st != ENGRAM_INPROGRESS)
-        f->completed = true;
-    return st;
+    engram_fetch_slot_t *f = engram_handle_lookup(fetch, "engram_test");
+    return f == NULL ? ENGRAM_ERR_INVALID : test_slot(f);
 }
 
 static int64_t now_ms(void)
@@ -232,7 +255,7 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static engram_status_t wait_complete(engram_fetch_t *f)
+static engram_status_t wait_complete(engram_fetch_slot_t *f)
 {
     engram_context_t *ctx = f->table->ctx;
     bool serve = engram_context_needs_progress(ctx);
@@ -240,24 +263,27 @@ static engram_status_t wait_complete(engram_fetch_t *f)
     for (unsigned spins = 0;; spins++) {
         if (serve)
             (void)ctx->ops->progress(ctx->transport);
-        engram_status_t st = engram_test(f);
+        engram_status_t st = test_slot(f);
         if (st != ENGRAM_INPROGRESS)
             return st;
         if ((spins & 1023) == 0) {
             int64_t now = now_ms();
-            if (deadline == 0)
+            if (deadline == 0) {
                 deadline = now + f->table->ctx->cfg.timeout_ms;
-            else if (now > deadline)
+            } else if (now > deadline) {
+                f->timed_out = true;
                 return ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT, "engram_wait: %d flush requests still pending after %lld ms",
                                     f->num_reqs, (long long)f->table->ctx->cfg.timeout_ms);
+            }
         }
     }
 }
 
-engram_status_t engram_wait(engram_fetch_t *f, const void **rows, const uint32_t **scales)
+engram_status_t engram_wait(engram_fetch_t *fetch, const void **rows, const uint32_t **scales)
 {
-    if (f == NULL || !f->in_use)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_wait: not a fetch in flight");
+    engram_fetch_slot_t *f = engram_handle_lookup(fetch, "engram_wait");
+    if (f == NULL)
+        return ENGRAM_ERR_INVALID;
     engram_status_t st = f->completed ? f->status : wait_complete(f);
     if (st != ENGRAM_OK)
         return st;
@@ -274,26 +300,59 @@ engram_status_t engram_wait(engram_fetch_t *f, const void **rows, const uint32_t
     return ENGRAM_OK;
 }
 
-void engram_fetch_bad_indices(const engram_fetch_t *f, uint64_t *count, uint32_t *first_token, uint32_t *first_entry)
+engram_status_t engram_fetch_bad_indices(const engram_fetch_t *fetch, uint64_t *count, uint32_t *first_token,
+                                         uint32_t *first_entry)
 {
+    const engram_fetch_slot_t *f = engram_handle_lookup(fetch, "engram_fetch_bad_indices");
+    if (f == NULL)
+        return ENGRAM_ERR_INVALID;
     if (count)
-        *count = f ? f->bad_count : 0;
+        *count = f->bad_count;
     if (first_token)
-        *first_token = f && f->bad_count ? f->first_bad_token : 0;
+        *first_token = f->bad_count ? f->first_bad_token : 0;
     if (first_entry)
-        *first_entry = f && f->bad_count ? f->first_bad_entry : 0;
+        *first_entry = f->bad_count ? f->first_bad_entry : 0;
+    return ENGRAM_OK;
 }
 
-void engram_fetch_release(engram_fetch_t *f)
+engram_status_t engram_fetch_release(engram_fetch_t *fetch)
 {
-    if (f == NULL || !f->in_use)
-        return;
-    if (!f->completed && wait_complete(f) == ENGRAM_ERR_TIMEOUT) {
-        /* The transport still owns these requests; dropping them here would
-         * let it write into a slot that gets reused. Keep the slot taken. */
-        ENGRAM_WARN("engram_fetch_release: fetch still in flight after the timeout; its slot stays reserved");
-        return;
+    if (fetch == NULL)
+        return ENGRAM_OK; /* as free(NULL) */
+    engram_fetch_slot_t *f = engram_handle_lookup(fetch, "engram_fetch_release");
+    if (f == NULL)
+        return ENGRAM_ERR_INVALID;
+    engram_table_t *t = f->table;
+    /* A fetch a wait already gave up on is tested once, not waited for again. */
+    if (!f->completed)
+        (void)(f->timed_out ? test_slot(f) : wait_complete(f));
+    engram_handle_revoke(f); /* the handle is stale from here, whatever follows */
+    t->fetches_in_flight--;
+    if (!f->completed) {
+        /* Its gets may still land in the slot: it is not reused until
+         * they are known complete (engram_fetch_begin) or the table goes. */
+        t->retired_slots++;
+        atomic_store(&f->state, ENGRAM_SLOT_RETIRED);
+        return ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT,
+                            "engram_fetch_release: the fetch's gets had not completed within timeout_ms; it is "
+                            "released, and its receive slot is retired until they complete or the table is "
+                            "destroyed");
     }
-    f->table->fetches_in_flight--;
-    atomic_store(&f->in_use, false); /* last: the slot is someone else's from here */
+    atomic_store(&f->state, ENGRAM_SLOT_FREE); /* last: the slot is someone else's from here */
+    return ENGRAM_OK;
+}
+
+void engram_fetch_drop_retired(engram_table_t *t)
+{
+    engram_context_t *ctx = t->ctx;
+    for (int s = 0; s < t->num_slots; s++) {
+        engram_fetch_slot_t *f = &t->slots[s];
+        if (atomic_load(&f->state) != ENGRAM_SLOT_RETIRED)
+            continue;
+        for (int i = 0; i < f->num_reqs; i++)
+            ctx->ops->request_free(ctx->transport, f->reqs[i]);
+        f->num_reqs = 0;
+        t->retired_slots--;
+        atomic_store(&f->state, ENGRAM_SLOT_FREE);
+    }
 }

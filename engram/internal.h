@@ -5,7 +5,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include "engram/engram.h"
-#include "engram/routing.h"
+#include "hal/routing.h"
 #include "hal/config_keys.h"
 #include "hal/transport.h"
 
@@ -20,13 +20,24 @@ struct engram_context {
     int progress_regions; /* symmetric regions whose gets need their owner's CPU */
 };
 
-struct engram_fetch {
+/* A fetch slot's state. LIVE: taken by a fetch not yet released, by
+ * compare-and-swap from FREE so threads fetching on separate queues share
+ * the table's slots. RETIRED: released while its gets may still land
+ * (after a timeout); taken again only once they are known complete
+ * (engram_fetch_begin), or freed with the table. */
+enum { ENGRAM_SLOT_FREE = 0, ENGRAM_SLOT_LIVE, ENGRAM_SLOT_RETIRED };
+
+typedef struct engram_fetch_slot engram_fetch_slot_t;
+
+/* One receive slot and the state of the fetch in it. The public
+ * engram_fetch_t * handles name a slot and a generation (fetch_handle.h).
+ * Every field but state belongs to the thread that holds the slot. */
+struct engram_fetch_slot {
     engram_table_t *table;
-    /* Slot taken by a fetch not yet released; taken by compare-and-swap so
-     * threads fetching on separate queues share the table's slots. Every
-     * other field belongs to the thread that took the slot. */
-    atomic_bool in_use;
+    atomic_int state;
+    uint32_t handle_record; /* fetch_handle.c's record + 1; 0 = none */
     bool completed;  /* every flush request has completed */
+    bool timed_out;  /* a wait gave up on it: release retires it at once */
     engram_status_t status; /* first error seen, sticky */
     uint32_t num_tokens;
     unsigned flags;
@@ -40,13 +51,44 @@ struct engram_fetch {
     uint32_t first_bad_token, first_bad_entry;
 };
 
+/* The largest byte count of one table buffer, and of all of them: 2^47, the
+ * user address space of x86-64 and aarch64 (48-bit VA). Larger sizes
+ * cannot be allocated whatever the memory, so they are refused as
+ * ENGRAM_ERR_OVERFLOW before any allocation. */
+#define ENGRAM_MAX_BYTES_LOG2 47
+#define ENGRAM_MAX_BYTES ((uint64_t)1 << ENGRAM_MAX_BYTES_LOG2)
+
+/* A table's sizes (table_sizes.c), each and all together at most the
+ * limit they were checked against. */
+typedef struct engram_table_sizes {
+    uint64_t row_stride;     /* bytes between shard rows: row_bytes rounded up to ENGRAM_ROW_ALIGN */
+    uint64_t shard_bytes;    /* entries_per_rank * row_stride */
+    uint64_t total_entries;  /* ranks * entries_per_rank, <= INT64_MAX */
+    uint64_t slot_rows;      /* max_tokens * entries_per_token */
+    uint64_t slot_row_bytes; /* slot_rows * row_bytes (rows land unpadded) */
+    uint64_t recv_bytes;     /* slot_row_bytes * fetch_slots */
+    uint64_t slot_sf_elems;  /* scale packs per slot, room for the column-major padding; 0 without scales */
+    uint64_t sf_recv_bytes;  /* slot_sf_elems * 4 * fetch_slots */
+    uint64_t scales_bytes;   /* total_entries * scale_packs * 4: the replicated scales */
+} engram_table_sizes_t;
+
+/* Every size of a table of params on `ranks` ranks (`local_ranks` per
+ * node) with `slots` fetch slots; ENGRAM_ERR_OVERFLOW naming the params
+ * when one, or their sum, passes limit_bytes (at most ENGRAM_MAX_BYTES). */
+engram_status_t engram_table_sizes(const engram_table_params_t *p, uint64_t ranks, uint64_t local_ranks,
+                                   uint64_t slots, uint64_t limit_bytes, engram_table_sizes_t *out);
+/* This machine's physical memory (at most ENGRAM_MAX_BYTES): a host
+ * table's buffers are all written (the shard by engram_write, the slots by
+ * fetches), so more than this cannot work and is refused up front rather
+ * than met by an allocation that succeeds lazily or aborts a sanitizer. */
+uint64_t engram_host_memory_bytes(void);
+
 struct engram_table {
     engram_context_t *ctx;
     engram_table_params_t params;
     engram_route_shape_t shape;
     int num_peers;
-    uint64_t slot_row_bytes; /* max_tokens * entries_per_token * row_bytes */
-    uint64_t slot_sf_elems;  /* scale packs per slot, room for the column-major padding */
+    engram_table_sizes_t sizes;
     engram_segment_t *shard;
     engram_region_t *shard_region; /* the shard as the transport reads it (GPU tables: a host mirror) */
     uint32_t shard_flags;          /* ENGRAM_CAP_OWNER_PROGRESS when peers' gets need this rank's CPU */
@@ -55,9 +97,10 @@ struct engram_table {
     uint32_t *scales; /* replicated global scales, [total_entries][scale_packs] */
     uint32_t *sf_recv;
     bool written;
-    atomic_int fetches_in_flight;
+    atomic_int fetches_in_flight; /* live slots */
+    atomic_int retired_slots;
     int num_slots;
-    engram_fetch_t *slots;
+    engram_fetch_slot_t *slots;
     void *gpu; /* recv=CUDA tables: engram/gpu's state */
 };
 
@@ -71,20 +114,24 @@ void engram_table_free_slots(engram_table_t *t);
  * rows owned by other nodes (engram/gpu), so both issue and complete gets
  * the same way. */
 /* Takes a free slot for a fetch on queues [first_queue, first_queue +
- * num_queues) and resets its flush state; NULL when all are in flight. */
-engram_fetch_t *engram_fetch_begin(engram_table_t *t, int first_queue, int num_queues, uint32_t num_tokens,
+ * num_queues) and resets its flush state; NULL when all are in flight.
+ * First takes back retired slots on those queues whose gets completed. */
+engram_fetch_slot_t *engram_fetch_begin(engram_table_t *t, int first_queue, int num_queues, uint32_t num_tokens,
                                    unsigned flags);
 /* The queue `token` issues on: contiguous token ranges per queue. */
-int engram_fetch_queue(const engram_fetch_t *f, uint32_t token);
+int engram_fetch_queue(const engram_fetch_slot_t *f, uint32_t token);
 /* One row's get from t->shard_region (as routed) into dst at dst_off, with
  * the flush policy of routing.h. */
-engram_status_t engram_fetch_get_row(engram_fetch_t *f, int queue, const engram_route_t *r, engram_region_t *dst,
+engram_status_t engram_fetch_get_row(engram_fetch_slot_t *f, int queue, const engram_route_t *r, engram_region_t *dst,
                                      uint64_t dst_off);
 /* Flushes each (queue, peer) that got gets; returns the first error. */
-engram_status_t engram_fetch_flush(engram_fetch_t *f);
+engram_status_t engram_fetch_flush(engram_fetch_slot_t *f);
 /* Tests the flush requests, dropping completed ones: ENGRAM_INPROGRESS
  * while any remain, then f->status (the first error, sticky). */
-engram_status_t engram_fetch_test_flushes(engram_fetch_t *f);
+engram_status_t engram_fetch_test_flushes(engram_fetch_slot_t *f);
+/* At table destroy, before the regions go: frees the requests retired
+ * slots still hold (the transport stops tracking those gets). */
+void engram_fetch_drop_retired(engram_table_t *t);
 
 /* Whether gets complete only while owners call ops->progress: some
  * symmetric region of the context needs it. */

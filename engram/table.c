@@ -1,4 +1,4 @@
-/* Tables: storage sizing, collective create/destroy, and write.
+/* Tables: collective create/destroy, and write (their sizes: table_sizes.c).
  *
  * engram_table_create, step by step (collective, as DeepEP's Buffer):
  *   1. gather peer info: every rank validates its params locally and the
@@ -17,38 +17,28 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engram/fetch_handle.h"
 #include "engram/gpu/gpu_table.h"
 #include "engram/internal.h"
 #include "hal/log.h"
 #include "hal/struct_import.h"
 #include "memory/host_segment.h"
 
-engram_status_t engram_storage_size_hint(uint64_t entries_per_rank, uint32_t row_bytes, uint64_t max_rows_per_fetch,
-                                         engram_storage_hint_t *out)
-{
-    if (out == NULL || entries_per_rank == 0 || row_bytes == 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "storage_size_hint: entries_per_rank and row_bytes must be > 0");
-    uint64_t stride = engram_row_stride(row_bytes);
-    if (entries_per_rank > UINT64_MAX / stride || max_rows_per_fetch > UINT64_MAX / stride)
-        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "storage_size_hint: %llu rows of %llu bytes overflow 64 bits",
-                            (unsigned long long)entries_per_rank, (unsigned long long)stride);
-    out->row_stride = stride;
-    out->cpu_table_bytes = entries_per_rank * stride;
-    out->gpu_recv_bytes = max_rows_per_fetch * stride;
-    return ENGRAM_OK;
-}
-
-static engram_status_t check_params(const engram_context_t *ctx, const engram_table_params_t *p)
+static engram_status_t check_params(const engram_context_t *ctx, const engram_table_params_t *p,
+                                    engram_table_sizes_t *sizes)
 {
     if (p->entries_per_rank == 0 || p->row_bytes == 0 || p->entries_per_token == 0 || p->max_tokens == 0)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
                             "table params: entries_per_rank, row_bytes, entries_per_token and max_tokens must be > 0");
     if (p->recv != ENGRAM_RECV_HOST && p->recv != ENGRAM_RECV_CUDA)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "table params: unknown recv location %d", (int)p->recv);
-    uint64_t ranks = (uint64_t)engram_group_size(ctx->group);
-    if (p->entries_per_rank > (uint64_t)INT64_MAX / ranks)
-        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "table params: %llu entries x %llu ranks exceed int64 indices",
-                            (unsigned long long)p->entries_per_rank, (unsigned long long)ranks);
+    engram_status_t st = engram_table_sizes(p, (uint64_t)engram_group_size(ctx->group),
+                                            (uint64_t)engram_group_local_size(ctx->group),
+                                            (uint64_t)ctx->cfg.fetch_slots,
+                                            p->recv == ENGRAM_RECV_HOST ? engram_host_memory_bytes() : ENGRAM_MAX_BYTES,
+                                            sizes);
+    if (st != ENGRAM_OK)
+        return st;
     if (p->recv == ENGRAM_RECV_HOST && !(ctx->caps.flags & ENGRAM_CAP_HOST_INITIATED))
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
                             "recv=HOST: transport %s posts gets only from GPU kernels; create the table with "
@@ -60,12 +50,14 @@ static engram_status_t check_params(const engram_context_t *ctx, const engram_ta
     return p->recv == ENGRAM_RECV_CUDA ? engram_gpu_table_check(ctx, p) : ENGRAM_OK;
 }
 
-/* Step 1: local validation plus the same params on every rank; `st` is
- * this rank's outcome so far (reading the caller's struct), agreed on too. */
-static engram_status_t agree_on_params(engram_context_t *ctx, const engram_table_params_t *p, engram_status_t st)
+/* Step 1: local validation (and the sizes) plus the same params on every
+ * rank; `st` is this rank's outcome so far (reading the caller's struct),
+ * agreed on too. */
+static engram_status_t agree_on_params(engram_context_t *ctx, const engram_table_params_t *p,
+                                       engram_table_sizes_t *sizes, engram_status_t st)
 {
     if (st == ENGRAM_OK)
-        st = check_params(ctx, p);
+        st = check_params(ctx, p, sizes);
     engram_table_params_t mine;
     memset(&mine, 0, sizeof(mine));
     if (st == ENGRAM_OK) {
@@ -104,9 +96,9 @@ void engram_table_fill_shape(engram_table_t *t)
     int local = engram_group_local_size(ctx->group);
     bool hybrid = ctx->cfg.mode == ENGRAM_MODE_HYBRID;
     t->shape.entries_per_rank = t->params.entries_per_rank;
-    t->shape.total_entries = t->params.entries_per_rank * (uint64_t)size;
+    t->shape.total_entries = t->sizes.total_entries;
     t->shape.rank_stride = t->shard->size;
-    t->shape.row_stride = engram_row_stride(t->params.row_bytes);
+    t->shape.row_stride = t->sizes.row_stride;
     t->shape.scaleup = hybrid ? (uint32_t)local : 1u;
     t->shape.hybrid = hybrid;
     t->shape.epr_log2 = engram_route_log2(t->params.entries_per_rank);
@@ -159,22 +151,22 @@ static engram_status_t transport_shard_record(uint64_t bytes, engram_segment_t *
 
 engram_status_t engram_table_alloc_slots(engram_table_t *t)
 {
-    const engram_table_params_t *p = &t->params;
     int queues = t->ctx->num_queues;
     t->num_slots = (int)t->ctx->cfg.fetch_slots;
-    t->slot_row_bytes = (uint64_t)p->max_tokens * p->entries_per_token * p->row_bytes;
-    t->slot_sf_elems = (uint64_t)engram_sf_col_stride(p->max_tokens) * p->entries_per_token * p->scale_packs;
     t->slots = calloc((size_t)t->num_slots, sizeof(*t->slots));
     if (t->slots == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate %d fetch slots", t->num_slots);
     size_t pairs = (size_t)queues * (size_t)t->num_peers;
     for (int s = 0; s < t->num_slots; s++) {
-        engram_fetch_t *f = &t->slots[s];
+        engram_fetch_slot_t *f = &t->slots[s];
         f->table = t;
         f->counters = calloc(pairs, sizeof(*f->counters));
         f->reqs = calloc(pairs, sizeof(*f->reqs));
         if (f->counters == NULL || f->reqs == NULL)
             return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate flush state for %zu (queue, peer) pairs", pairs);
+        engram_status_t st = engram_handle_bind(f);
+        if (st != ENGRAM_OK)
+            return st;
     }
     return ENGRAM_OK;
 }
@@ -182,6 +174,7 @@ engram_status_t engram_table_alloc_slots(engram_table_t *t)
 void engram_table_free_slots(engram_table_t *t)
 {
     for (int s = 0; t->slots != NULL && s < t->num_slots; s++) {
+        engram_handle_unbind(&t->slots[s]);
         free(t->slots[s].counters);
         free(t->slots[s].reqs);
     }
@@ -193,31 +186,29 @@ static engram_status_t alloc_local(engram_table_t *t)
 {
     const engram_config_t *cfg = &t->ctx->cfg;
     const engram_table_params_t *p = &t->params;
-    uint64_t stride = engram_row_stride(p->row_bytes);
-    if (p->entries_per_rank > UINT64_MAX / stride)
-        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "table shard of %llu rows overflows 64 bits",
-                            (unsigned long long)p->entries_per_rank);
-    engram_status_t st = shard_from_transport(t->ctx) ? transport_shard_record(p->entries_per_rank * stride, &t->shard)
-                                                     : alloc_segment(cfg, p->entries_per_rank * stride, &t->shard);
+    const engram_table_sizes_t *sz = &t->sizes;
+    engram_status_t st = shard_from_transport(t->ctx) ? transport_shard_record(sz->shard_bytes, &t->shard)
+                                                     : alloc_segment(cfg, sz->shard_bytes, &t->shard);
     if (st != ENGRAM_OK)
         return st;
     engram_table_fill_shape(t);
     st = engram_table_alloc_slots(t);
     if (st != ENGRAM_OK)
         return st;
-    st = alloc_segment(cfg, t->slot_row_bytes * (uint64_t)t->num_slots, &t->recv);
+    st = alloc_segment(cfg, t->sizes.recv_bytes, &t->recv);
     if (st != ENGRAM_OK)
         return st;
     if (p->scale_packs > 0) {
-        t->scales = calloc(t->shape.total_entries * p->scale_packs, sizeof(uint32_t));
-        t->sf_recv = calloc(t->slot_sf_elems * (uint64_t)t->num_slots, sizeof(uint32_t));
+        /* sizes checked in 64 bits (table_sizes.c), so size_t holds them */
+        t->scales = calloc(1, sz->scales_bytes);
+        t->sf_recv = calloc(1, sz->sf_recv_bytes);
         if (t->scales == NULL || t->sf_recv == NULL)
             return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate the replicated scales (%llu entries x %u packs)",
                                 (unsigned long long)t->shape.total_entries, p->scale_packs);
     }
     for (int s = 0; s < t->num_slots; s++) {
-        t->slots[s].rows = (char *)t->recv->addr + (uint64_t)s * t->slot_row_bytes;
-        t->slots[s].sf = t->sf_recv ? t->sf_recv + (uint64_t)s * t->slot_sf_elems : NULL;
+        t->slots[s].rows = (char *)t->recv->addr + (uint64_t)s * t->sizes.slot_row_bytes;
+        t->slots[s].sf = t->sf_recv ? t->sf_recv + (uint64_t)s * t->sizes.slot_sf_elems : NULL;
     }
     return ENGRAM_OK;
 }
@@ -252,8 +243,7 @@ static engram_status_t shard_register(engram_context_t *ctx, engram_table_t *t)
                     engram_last_error());
         t->shard->ops->free(t->shard);
         t->shard = NULL;
-        uint64_t bytes = t->params.entries_per_rank * engram_row_stride(t->params.row_bytes);
-        st = engram_group_agree(ctx->group, alloc_segment(&ctx->cfg, bytes, &t->shard));
+        st = engram_group_agree(ctx->group, alloc_segment(&ctx->cfg, t->sizes.shard_bytes, &t->shard));
         if (st != ENGRAM_OK)
             return st;
         engram_table_fill_shape(t);
@@ -303,9 +293,11 @@ engram_status_t engram_table_create(engram_context_t *ctx, const engram_table_pa
     /* An older caller's struct lacks the fields with defaults. */
     engram_table_params_t in = {.size = sizeof(in), .recv = ENGRAM_RECV_HOST};
     const engram_table_params_t *params = &in;
+    engram_table_sizes_t sizes;
     engram_status_t st = agree_on_params(
-        ctx, params, engram_struct_import(&in, sizeof(in), _Alignof(engram_table_params_t), caller_params,
-                                       ENGRAM_TABLE_PARAMS_MIN_SIZE, "table params"));
+        ctx, params, &sizes,
+        engram_struct_import(&in, sizeof(in), _Alignof(engram_table_params_t), caller_params,
+                             ENGRAM_TABLE_PARAMS_MIN_SIZE, "table params"));
     if (st != ENGRAM_OK)
         return st;
     engram_table_t *t = calloc(1, sizeof(*t));
@@ -314,6 +306,7 @@ engram_status_t engram_table_create(engram_context_t *ctx, const engram_table_pa
     else {
         t->ctx = ctx;
         t->params = *params;
+        t->sizes = sizes;
     }
     st = params->recv == ENGRAM_RECV_CUDA ? engram_gpu_table_create(ctx, t, st) : create_host(ctx, t, st);
     if (st != ENGRAM_OK) {
@@ -343,6 +336,7 @@ engram_status_t engram_table_destroy(engram_table_t *t)
     st = engram_group_agree(ctx->group, st);
     if (st == ENGRAM_ERR_BUSY)
         return st;
+    engram_fetch_drop_retired(t);
     if (t->params.recv == ENGRAM_RECV_CUDA) {
         engram_gpu_table_destroy(t);
     } else {
@@ -391,7 +385,7 @@ engram_status_t engram_write(engram_table_t *t, const void *rows, uint32_t row_b
         for (uint64_t i = 0; i < t->params.entries_per_rank; i++)
             memcpy(dst + i * t->shape.row_stride, src + i * row_bytes, row_bytes);
         if (scales)
-            memcpy(t->scales, scales, t->shape.total_entries * t->params.scale_packs * sizeof(uint32_t));
+            memcpy(t->scales, scales, t->sizes.scales_bytes);
     }
     /* Also the closing barrier: no rank reads before every rank has written. */
     st = engram_group_agree(t->ctx->group, st);

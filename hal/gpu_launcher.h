@@ -4,7 +4,7 @@
  *
  * The kernel is the backend's; what it applies is the engram layer's:
  * routing, the flush policy and the bad-index rule come from
- * engram/routing.h (header-only, C and CUDA), whose shape the engram layer
+ * hal/routing.h (header-only, C and CUDA), whose shape the engram layer
  * passes in. Only the backend dereferences it, so this header stays below
  * the engram layer and names no CUDA or NCCL type.
  *
@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 struct engram_transport;
-struct engram_route_shape; /* engram/routing.h */
+struct engram_route_shape; /* hal/routing.h */
 
 typedef struct engram_gpu_launch engram_gpu_launch_t; /* backend state of one attached span */
 

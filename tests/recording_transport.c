@@ -132,11 +132,13 @@ static engram_status_t rec_flush(engram_transport_t *t, int queue, int peer, eng
     return ENGRAM_OK;
 }
 
+engram_status_t recording_test_status = ENGRAM_OK;
+
 static engram_status_t rec_test(engram_transport_t *t, engram_request_t *req)
 {
     (void)t;
     (void)req;
-    return ENGRAM_OK;
+    return recording_test_status;
 }
 
 static void rec_request_free(engram_transport_t *t, engram_request_t *req)

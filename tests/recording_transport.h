@@ -36,6 +36,9 @@ extern engram_status_t recording_alloc_status;
 extern uint32_t recording_alloc_flags;
 extern void *recording_alloc_addr;
 extern int recording_alloc_calls;
+/* What test answers for every request (default ENGRAM_OK; ENGRAM_INPROGRESS
+ * plays gets that never complete). */
+extern engram_status_t recording_test_status;
 extern const engram_transport_ops_t recording_transport_ops;
 
 #endif

@@ -1,4 +1,4 @@
-// The GPU fetch: route every row with engram/routing.h (the host path's own
+// The GPU fetch: route every row with hal/routing.h (the host path's own
 // header) and copy it straight out of the mapped shards of this node; rows
 // owned by other nodes are left for the host transport's staged copy, which
 // scatter_rows places afterwards on the same stream. Each thread keeps
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
     }
     // Scales come from the replicated table in this GPU's memory.
     const uint64_t nsf = (uint64_t)a.num_rows * a.packs;
-    const uint32_t col_stride = engram_sf_col_stride(a.num_tokens);
+    const uint64_t col_stride = engram_sf_col_stride(a.num_tokens);
     for (uint64_t i = tid; i < nsf; i += nthreads) {
         const uint32_t row = (uint32_t)(i / a.packs), k = (uint32_t)(i - (uint64_t)row * a.packs);
         const int64_t idx = a.indices[row];
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
         const uint32_t v = engram_route_index(&a.shape, idx, &r) ? a.scales[(uint64_t)idx * a.packs + k] : 0u;
         if (a.col_major) {
             const uint32_t tok = row / a.entries_per_token, e = row - tok * a.entries_per_token;
-            a.sf[(uint64_t)(e * a.packs + k) * col_stride + tok] = v;
+            a.sf[((uint64_t)e * a.packs + k) * col_stride + tok] = v;
         } else {
             a.sf[i] = v;
         }

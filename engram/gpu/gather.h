@@ -4,7 +4,7 @@
 #define ENGRAM_GPU_GATHER_H
 
 #include <stdint.h>
-#include "engram/routing.h"
+#include "hal/routing.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -8,6 +8,7 @@
  * local rows, gathers the scales and applies the bad-index rule; the
  * launcher's wait is queued on the stream by the first test/wait, so work
  * the caller queues in between overlaps the transfer. */
+#include "engram/fetch_handle.h"
 #include "engram/gpu/gpu_remote.h"
 #include "engram/gpu/gpu_state.h"
 #include "engram/gpu/gpu_table.h"
@@ -31,7 +32,7 @@ static engram_status_t check_args(const engram_table_t *t, const int64_t *indice
     return ENGRAM_OK;
 }
 
-static engram_status_t issue_launcher(engram_fetch_t *f, engram_gpu_table_t *g, int slot, const int64_t *indices,
+static engram_status_t issue_launcher(engram_fetch_slot_t *f, engram_gpu_table_t *g, int slot, const int64_t *indices,
                                       void *stream)
 {
     const engram_table_t *t = f->table;
@@ -70,7 +71,7 @@ static engram_status_t queue_wait(engram_gpu_table_t *g, int slot)
     return st;
 }
 
-static engram_status_t launch(engram_fetch_t *f, engram_gpu_table_t *g, int slot, const int64_t *indices,
+static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int slot, const int64_t *indices,
                               void *stream)
 {
     const engram_table_t *t = f->table;
@@ -137,7 +138,7 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
     engram_status_t st = check_args(t, indices, num_tokens, flags);
     if (st != ENGRAM_OK)
         return st;
-    engram_fetch_t *f = engram_fetch_begin(t, 0, t->ctx->num_queues, num_tokens, flags);
+    engram_fetch_slot_t *f = engram_fetch_begin(t, 0, t->ctx->num_queues, num_tokens, flags);
     if (f == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_fetch_on_stream: all %d receive slots are in flight "
                                              "(fetch_slots); wait and release one first", t->num_slots);
@@ -147,11 +148,11 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
     f->completed = f->status != ENGRAM_OK; /* nothing in flight after a failed launch */
     if (!f->completed && g->remote != NULL)
         f->status = engram_gpu_remote_issue(f, slot);
-    *out = f;
+    *out = engram_handle_of(f);
     return ENGRAM_OK;
 }
 
-engram_status_t engram_gpu_fetch_test(engram_fetch_t *f)
+engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
 {
     if (f->completed)
         return f->status;

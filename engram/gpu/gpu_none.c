@@ -29,7 +29,7 @@ void engram_gpu_table_destroy(engram_table_t *t)
     (void)t;
 }
 
-engram_status_t engram_gpu_fetch_test(engram_fetch_t *f)
+engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
 {
     return engram_gpu_table_check(f->table->ctx, &f->table->params);
 }

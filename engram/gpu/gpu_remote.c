@@ -32,11 +32,6 @@ static engram_status_t cuda_error(const char *what, cudaError_t ce)
                         cudaGetErrorString(ce));
 }
 
-static uint64_t max_rows(const engram_table_t *t)
-{
-    return (uint64_t)t->params.max_tokens * t->params.entries_per_token;
-}
-
 static engram_status_t alloc_host(const engram_context_t *ctx, uint64_t bytes, engram_segment_t **out)
 {
     engram_segment_params_t sp = {.size = sizeof(sp), .bytes = bytes, .numa_node = (int)ctx->cfg.numa_node,
@@ -46,7 +41,7 @@ static engram_status_t alloc_host(const engram_context_t *ctx, uint64_t bytes, e
 
 static engram_status_t alloc_pinned(engram_table_t *t, engram_gpu_remote_t *r)
 {
-    uint64_t rows = max_rows(t) * (uint64_t)t->num_slots;
+    uint64_t rows = t->sizes.slot_rows * (uint64_t)t->num_slots;
     cudaError_t ce = cudaHostRegister(r->staging->addr, r->staging->size,
                                       cudaHostRegisterMapped | cudaHostRegisterPortable);
     if (ce != cudaSuccess)
@@ -86,7 +81,7 @@ static engram_status_t alloc_local(engram_table_t *t, engram_gpu_remote_t *r)
                             "GPU table: the shard's host mirror rounds to %zu bytes, the CUDA shard is %zu; "
                             "try huge_pages=off",
                             r->mirror->size, t->shard->size);
-    st = alloc_host(ctx, t->slot_row_bytes * (uint64_t)t->num_slots, &r->staging);
+    st = alloc_host(ctx, t->sizes.recv_bytes, &r->staging);
     return st == ENGRAM_OK ? alloc_pinned(t, r) : st;
 }
 
@@ -144,13 +139,13 @@ engram_status_t engram_gpu_remote_write(engram_table_t *t, const void *rows)
     return ce == cudaSuccess ? ENGRAM_OK : cuda_error("writing the shard's host mirror", ce);
 }
 
-engram_status_t engram_gpu_remote_copy_indices(engram_fetch_t *f, int slot, const int64_t *indices, void *stream)
+engram_status_t engram_gpu_remote_copy_indices(engram_fetch_slot_t *f, int slot, const int64_t *indices, void *stream)
 {
     engram_table_t *t = f->table;
     engram_gpu_remote_t *r = ((engram_gpu_table_t *)t->gpu)->remote;
     size_t bytes = (size_t)f->num_tokens * t->params.entries_per_token * sizeof(*indices);
     r->slots[slot].stream = stream;
-    cudaError_t ce = cudaMemcpyAsync(r->indices + (uint64_t)slot * max_rows(t), indices, bytes,
+    cudaError_t ce = cudaMemcpyAsync(r->indices + (uint64_t)slot * t->sizes.slot_rows, indices, bytes,
                                      cudaMemcpyDeviceToHost, (cudaStream_t)stream);
     if (ce == cudaSuccess)
         ce = cudaEventRecord(r->copied[slot], (cudaStream_t)stream);
@@ -186,14 +181,14 @@ static engram_status_t wait_copied(engram_context_t *ctx, cudaEvent_t ev)
 }
 
 /* One get per row of another node, into the slot's staging, compacted. */
-static engram_status_t issue_rows(engram_fetch_t *f, engram_gpu_table_t *g, int slot)
+static engram_status_t issue_rows(engram_fetch_slot_t *f, engram_gpu_table_t *g, int slot)
 {
     engram_table_t *t = f->table;
     engram_gpu_remote_t *r = g->remote;
     const uint32_t ept = t->params.entries_per_token, row_bytes = t->params.row_bytes;
-    const int64_t *indices = r->indices + (uint64_t)slot * max_rows(t);
-    uint32_t *dst_row = r->dst_row + (uint64_t)slot * max_rows(t);
-    const uint64_t staging_base = (uint64_t)slot * t->slot_row_bytes;
+    const int64_t *indices = r->indices + (uint64_t)slot * t->sizes.slot_rows;
+    uint32_t *dst_row = r->dst_row + (uint64_t)slot * t->sizes.slot_rows;
+    const uint64_t staging_base = (uint64_t)slot * t->sizes.slot_row_bytes;
     uint32_t staged = 0;
     engram_status_t st = ENGRAM_OK;
     for (uint32_t tok = 0; st == ENGRAM_OK && tok < f->num_tokens; tok++) {
@@ -214,7 +209,7 @@ static engram_status_t issue_rows(engram_fetch_t *f, engram_gpu_table_t *g, int 
     return st;
 }
 
-engram_status_t engram_gpu_remote_issue(engram_fetch_t *f, int slot)
+engram_status_t engram_gpu_remote_issue(engram_fetch_slot_t *f, int slot)
 {
     engram_gpu_table_t *g = f->table->gpu;
     remote_slot_t *rs = &g->remote->slots[slot];
@@ -231,7 +226,7 @@ engram_status_t engram_gpu_remote_issue(engram_fetch_t *f, int slot)
     return st != ENGRAM_OK ? st : fst;
 }
 
-engram_status_t engram_gpu_remote_test(engram_fetch_t *f, int slot)
+engram_status_t engram_gpu_remote_test(engram_fetch_slot_t *f, int slot)
 {
     engram_table_t *t = f->table;
     engram_gpu_table_t *g = t->gpu;
@@ -244,7 +239,7 @@ engram_status_t engram_gpu_remote_test(engram_fetch_t *f, int slot)
     if (st != ENGRAM_OK)
         return st; /* failed fetch: its staged rows are not placed */
     cudaError_t ce = (cudaError_t)engram_gpu_scatter_launch(
-        r->staging_dev + (uint64_t)slot * t->slot_row_bytes, r->dst_row_dev + (uint64_t)slot * max_rows(t),
+        r->staging_dev + (uint64_t)slot * t->sizes.slot_row_bytes, r->dst_row_dev + (uint64_t)slot * t->sizes.slot_rows,
         rs->staged, t->params.row_bytes, f->rows, g->blocks, rs->stream);
     if (ce == cudaSuccess)
         ce = cudaEventRecord(g->done[slot], (cudaStream_t)rs->stream);

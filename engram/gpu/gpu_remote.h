@@ -16,7 +16,7 @@
  *   2. the host waits for that copy: fetch_on_stream returns only after the
  *      work queued earlier on the stream has run, plus one device-to-host
  *      copy of 8 bytes per row -- the cost of routing on the host;
- *   3. the host routes every row (engram/routing.h) and issues one get per
+ *   3. the host routes every row (hal/routing.h) and issues one get per
  *      row of another node into the slot's staging, compacted, with the
  *      host fetch's flush policy (engram_fetch_get_row, engram_fetch_flush);
  *   4. when engram_test/engram_wait sees the flushes complete, a scatter
@@ -36,10 +36,10 @@ void engram_gpu_remote_destroy(engram_table_t *t, engram_gpu_table_t *g);
 /* Copies this rank's rows into the mirror. */
 engram_status_t engram_gpu_remote_write(engram_table_t *t, const void *rows);
 /* Step 1's copy, queued on stream before the kernel (f->num_tokens > 0). */
-engram_status_t engram_gpu_remote_copy_indices(engram_fetch_t *f, int slot, const int64_t *indices, void *stream);
+engram_status_t engram_gpu_remote_copy_indices(engram_fetch_slot_t *f, int slot, const int64_t *indices, void *stream);
 /* Steps 2-3. On an error the gets already issued are flushed all the same. */
-engram_status_t engram_gpu_remote_issue(engram_fetch_t *f, int slot);
+engram_status_t engram_gpu_remote_issue(engram_fetch_slot_t *f, int slot);
 /* Step 4: ENGRAM_INPROGRESS while flushes are pending, then f->status. */
-engram_status_t engram_gpu_remote_test(engram_fetch_t *f, int slot);
+engram_status_t engram_gpu_remote_test(engram_fetch_slot_t *f, int slot);
 
 #endif

@@ -55,9 +55,9 @@ static engram_status_t alloc_cuda(engram_table_t *t, engram_gpu_table_t *g)
     const engram_table_params_t *p = &t->params;
     cudaError_t ce = cudaSuccess;
     if (p->scale_packs > 0) {
-        ce = cudaMalloc((void **)&g->sf, t->slot_sf_elems * (uint64_t)t->num_slots * sizeof(uint32_t));
+        ce = cudaMalloc((void **)&g->sf, t->sizes.sf_recv_bytes);
         if (ce == cudaSuccess)
-            ce = cudaMalloc((void **)&g->scales, t->shape.total_entries * p->scale_packs * sizeof(uint32_t));
+            ce = cudaMalloc((void **)&g->scales, t->sizes.scales_bytes);
         if (ce != cudaSuccess)
             return cuda_error("allocating the scales in GPU memory", ce);
     }
@@ -79,7 +79,6 @@ static engram_status_t alloc_cuda(engram_table_t *t, engram_gpu_table_t *g)
 static engram_status_t alloc_local(engram_table_t *t, engram_gpu_table_t *g)
 {
     engram_context_t *ctx = t->ctx;
-    const engram_table_params_t *p = &t->params;
     cudaError_t ce = cudaGetDevice(&g->device);
     if (ce != cudaSuccess)
         return cuda_error("no current CUDA device", ce);
@@ -94,15 +93,14 @@ static engram_status_t alloc_local(engram_table_t *t, engram_gpu_table_t *g)
     engram_status_t st = engram_cuda_granularity(g->device, &g->gran);
     if (st != ENGRAM_OK)
         return st;
-    uint64_t stride = engram_row_stride(p->row_bytes);
-    st = alloc_seg(shard_ops(ctx), g, p->entries_per_rank * stride, &t->shard);
+    st = alloc_seg(shard_ops(ctx), g, t->sizes.shard_bytes, &t->shard);
     if (st != ENGRAM_OK)
         return st;
     engram_table_fill_shape(t);
     st = engram_table_alloc_slots(t);
     if (st != ENGRAM_OK)
         return st;
-    st = alloc_seg(&engram_cuda_device_segment_ops, g, t->slot_row_bytes * (uint64_t)t->num_slots, &g->recv_own);
+    st = alloc_seg(&engram_cuda_device_segment_ops, g, t->sizes.recv_bytes, &g->recv_own);
     if (st != ENGRAM_OK)
         return st;
     g->recv_bytes = g->recv_own->size;
@@ -149,8 +147,8 @@ static engram_status_t map_span(engram_table_t *t, engram_gpu_table_t *g, const 
     g->peer_stride = hybrid ? 0 : t->shape.rank_stride;
     g->local_span = g->base + g->recv_bytes + (own_only ? (size_t)(me - first) * shard_bytes : 0);
     for (int s = 0; s < t->num_slots; s++) {
-        t->slots[s].rows = g->base + (uint64_t)s * t->slot_row_bytes;
-        t->slots[s].sf = g->sf ? g->sf + (uint64_t)s * t->slot_sf_elems : NULL;
+        t->slots[s].rows = g->base + (uint64_t)s * t->sizes.slot_row_bytes;
+        t->slots[s].sf = g->sf ? g->sf + (uint64_t)s * t->sizes.slot_sf_elems : NULL;
     }
     return ENGRAM_OK;
 }
@@ -178,7 +176,7 @@ static engram_status_t attach_launcher(engram_table_t *t, engram_gpu_table_t *g)
         .shard_bytes = t->shard->size,
         .hybrid = t->shape.hybrid != 0,
         .num_slots = t->num_slots,
-        .max_rows = t->params.max_tokens * t->params.entries_per_token,
+        .max_rows = (uint32_t)t->sizes.slot_rows, /* at most UINT32_MAX: engram_gpu_table_check */
     };
     return engram_group_agree(ctx->group, g->launcher->attach(ctx->transport, &span, &g->launch));
 }
@@ -264,7 +262,7 @@ engram_status_t engram_gpu_table_write(engram_table_t *t, const void *rows, cons
     cudaError_t ce = cudaMemcpy2D(t->shard->addr, t->shape.row_stride, rows, p->row_bytes, p->row_bytes,
                                   p->entries_per_rank, cudaMemcpyDefault);
     if (ce == cudaSuccess && scales != NULL)
-        ce = cudaMemcpy(g->scales, scales, t->shape.total_entries * p->scale_packs * sizeof(uint32_t),
+        ce = cudaMemcpy(g->scales, scales, t->sizes.scales_bytes,
                         cudaMemcpyHostToDevice);
     /* Copies from pageable memory may return before the DMA lands; peers
      * read the shard right after the closing agreement. */

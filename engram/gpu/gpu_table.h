@@ -19,6 +19,6 @@ engram_status_t engram_gpu_table_create(engram_context_t *ctx, engram_table_t *t
 engram_status_t engram_gpu_table_write(engram_table_t *t, const void *rows, const uint32_t *scales);
 void engram_gpu_table_destroy(engram_table_t *t);
 /* engram_test for a fetch of a GPU table. */
-engram_status_t engram_gpu_fetch_test(engram_fetch_t *f);
+engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f);
 
 #endif

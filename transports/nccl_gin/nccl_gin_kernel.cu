@@ -1,6 +1,6 @@
 // GPU-initiated gets through NCCL GIN. The issue kernel runs one block per
 // queue (one GIN context each) over a contiguous token range: every lane
-// routes a row with engram/routing.h, then the warp's elected lane posts one
+// routes a row with hal/routing.h, then the warp's elected lane posts one
 // get per row that the engram layer does not load itself, with routing.h's
 // flush policy (a per-warp counter per peer), and after the block's gets one
 // flushAsync per peer that received any; the requests stay in device memory

@@ -1,6 +1,7 @@
 /* Routing decomposition and flush control, header-only and usable from C
- * and CUDA: the host fetch loop and the GPU kernels include this one file,
- * so the math cannot drift between them.
+ * and CUDA: the host fetch loop, the engram layer's GPU kernels and those
+ * of GPU-initiated transports (hal/gpu_launcher.h) include this one file,
+ * so the math cannot drift between them; hence it lives in hal, below both.
  *
  *   owner = idx / entries_per_rank, local = idx % entries_per_rank
  *   direct: peer = owner,            intra = 0
@@ -8,8 +9,8 @@
  *   src_off = intra * rank_stride + local * row_stride      (64-bit)
  *
  * An index outside [0, ranks * entries_per_rank) never becomes an offset. */
-#ifndef ENGRAM_ENGRAM_ROUTING_H
-#define ENGRAM_ENGRAM_ROUTING_H
+#ifndef ENGRAM_HAL_ROUTING_H
+#define ENGRAM_HAL_ROUTING_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -87,10 +88,11 @@ ENGRAM_HOST_DEVICE bool engram_flush_needed(uint32_t counter)
     return counter != 0;
 }
 
-/* Column stride of TMA-aligned column-major scales. */
-ENGRAM_HOST_DEVICE uint32_t engram_sf_col_stride(uint32_t num_tokens)
+/* Column stride of TMA-aligned column-major scales: num_tokens rounded up
+ * to a multiple of 4, in 64 bits (in 32 bits UINT32_MAX - 2 rounds to 0). */
+ENGRAM_HOST_DEVICE uint64_t engram_sf_col_stride(uint32_t num_tokens)
 {
-    return (num_tokens + 3u) & ~3u;
+    return ((uint64_t)num_tokens + 3u) & ~(uint64_t)3u;
 }
 
 #endif

@@ -1,6 +1,6 @@
 /* Routing decomposition at the boundaries, in both modes, with offsets past
  * 4 GiB; and the flush policy's AGGREGATE pattern. */
-#include "engram/routing.h"
+#include "hal/routing.h"
 #include "tests/check.h"
 
 static engram_route_shape_t shape(uint64_t epr, uint32_t ranks, uint32_t scaleup, uint64_t row_stride, int hybrid)
@@ -98,6 +98,9 @@ static void check_flush_pattern(void)
     CHECK(engram_flush_needed(counter));
     CHECK(engram_sf_col_stride(0) == 0 && engram_sf_col_stride(1) == 4 && engram_sf_col_stride(4) == 4 &&
           engram_sf_col_stride(5) == 8);
+    /* no 32-bit wrap: UINT32_MAX - 2 rounded to 0 before */
+    CHECK(engram_sf_col_stride(UINT32_MAX - 2) == (uint64_t)UINT32_MAX + 1);
+    CHECK(engram_sf_col_stride(UINT32_MAX) == (uint64_t)UINT32_MAX + 1);
 }
 
 int main(void)
