@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "engram/engram.h"
-#include "tools/bench/bench.h"
+#include "tests/table_gen.h"
 #include "tools/gpu_bench/gpu_check.h"
 
 #define ROW_BYTES 256u
@@ -45,9 +45,7 @@ static float median(float *v, int n)
 /* Rows of the other rank only, uniform. */
 static void make_indices(int rank, uint64_t seed, int64_t *out)
 {
-    bench_case_t c = {.ranks = 2, .entries_per_rank = EPR, .tokens = TOKENS, .entries_per_token = EPT,
-                      .dist = BENCH_DIST_UNIFORM, .seed = seed};
-    bench_make_indices(&c, rank, 0, out);
+    table_gen_indices(2 * (uint64_t)EPR, TABLE_GEN_UNIFORM, seed, rank, 0, (uint64_t)TOKENS * EPT, out);
     for (uint32_t i = 0; i < TOKENS * EPT; i++)
         out[i] = out[i] % EPR + (int64_t)(1 - rank) * EPR;
 }
@@ -84,7 +82,7 @@ static int rank_main(engram_group_t *g, void *arg)
     CK(engram_table_create(ctx, &p, &t));
     uint8_t *rows = malloc((size_t)EPR * ROW_BYTES);
     for (uint32_t i = 0; i < EPR; i++)
-        bench_fill_row((uint64_t)rank * EPR + i, ROW_BYTES, rows + (size_t)i * ROW_BYTES);
+        table_gen_row((uint64_t)rank * EPR + i, ROW_BYTES, rows + (size_t)i * ROW_BYTES);
     CK(engram_write(t, rows, ROW_BYTES, NULL));
     free(rows);
     fprintf(stderr, "nccl_gin_bench: rank %d: table attached and written\n", rank);
