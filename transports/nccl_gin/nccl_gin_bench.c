@@ -19,6 +19,7 @@
 #include "engram/engram.h"
 #include "tests/table_gen.h"
 #include "tools/gpu_bench/gpu_check.h"
+#include "tools/num_flag.h"
 
 #define ROW_BYTES 256u
 #define EPT 24u
@@ -46,7 +47,7 @@ static float median(float *v, int n)
 static void make_indices(int rank, uint64_t seed, int64_t *out)
 {
     table_gen_indices(2 * (uint64_t)EPR, TABLE_GEN_UNIFORM, seed, rank, 0, (uint64_t)TOKENS * EPT, out);
-    for (uint32_t i = 0; i < TOKENS * EPT; i++)
+    for (uint64_t i = 0; i < (uint64_t)TOKENS * EPT; i++)
         out[i] = out[i] % EPR + (int64_t)(1 - rank) * EPR;
 }
 
@@ -158,14 +159,14 @@ int main(int argc, char **argv)
     /* Before any CUDA call: the RMA plugin's copies need hardware queues of
      * their own (rma_plugin/README.md). */
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-    if (argc > 2)
-        TOKENS = (uint32_t)strtoul(argv[2], NULL, 0);
-    if (argc > 3)
-        EPR = (uint32_t)strtoul(argv[3], NULL, 0);
-    if (TOKENS == 0 || EPR == 0) {
+    if (argc > 4) {
         fprintf(stderr, "usage: nccl_gin_bench [json_path [tokens [entries_per_rank]]]\n");
         return 2;
     }
+    if (argc > 2)
+        TOKENS = (uint32_t)num_flag("nccl_gin_bench", "tokens", argv[2], 1, UINT32_MAX);
+    if (argc > 3)
+        EPR = (uint32_t)num_flag("nccl_gin_bench", "entries_per_rank", argv[3], 1, UINT32_MAX);
     int codes[2] = {0, 0};
     engram_status_t st = engram_group_fork_run(2, 1, rank_main, argc > 1 && argv[1][0] ? argv[1] : NULL, codes);
     if (st != ENGRAM_OK) {
