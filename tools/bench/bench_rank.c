@@ -300,8 +300,10 @@ static engram_status_t shared_create(const bench_case_t *c, shared_t *sh)
     uint64_t total = c->entries_per_rank * (uint64_t)c->ranks; /* bench_memory_check: no overflow */
     uint32_t packs = bench_scale_packs(c);
     /* The reference reads from a host segment like the ones the fetch
-     * reads from (same page size, same NUMA policy), so the ratio compares
-     * the access path, not the memory behind it. */
+     * reads from (same page size), so the ratio compares the access path,
+     * not the memory behind it. One for all ranks, made here before the
+     * fork: it is NUMA-local to this process, as each shard is to its rank
+     * (ranks are not pinned, so on one node the two are alike). */
     engram_segment_params_t sp = {.size = sizeof(sp), .bytes = total * c->row_bytes, .numa_node = -1,
                                   .huge = ENGRAM_HUGE_AUTO, .device = -1};
     *sh = (shared_t){.c = c, .scales_bytes = total * packs * sizeof(uint32_t)};
