@@ -8,7 +8,7 @@
 
 #include "tests/check.h"
 #include "tests/engram_harness.h"
-#include "tools/bench/bench.h"
+#include "tests/table_gen.h"
 
 #define MAX_TOKENS 64u
 #define EPT 5u
@@ -18,12 +18,11 @@ typedef struct scenario {
     bool hybrid;
 } scenario_t;
 
-static void make_indices(engram_group_t *g, uint64_t epr, bench_dist_t dist, uint32_t tokens, uint64_t seed,
+static void make_indices(engram_group_t *g, uint64_t epr, table_gen_dist_t dist, uint32_t tokens, uint64_t seed,
                          int64_t *out)
 {
-    bench_case_t c = {.ranks = engram_group_size(g), .entries_per_rank = epr, .tokens = tokens,
-                      .entries_per_token = EPT, .dist = dist, .seed = seed};
-    bench_make_indices(&c, engram_group_rank(g), 0, out);
+    table_gen_indices(epr * (uint64_t)engram_group_size(g), dist, seed, engram_group_rank(g), 0,
+                      (uint64_t)tokens * EPT, out);
 }
 
 /* Every rank fetches the first and last entry of every rank. */
@@ -51,7 +50,7 @@ static void check_shapes(harness_t *h, bool col_major)
     for (int d = 0; d < 2; d++) {
         for (size_t t = 0; t < sizeof(token_counts) / sizeof(token_counts[0]); t++) {
             uint32_t tokens = token_counts[t];
-            make_indices(h->g, h->params.entries_per_rank, (bench_dist_t)d, tokens, 11 + t, idx);
+            make_indices(h->g, h->params.entries_per_rank, (table_gen_dist_t)d, tokens, 11 + t, idx);
             bool match = false;
             CHECK_OK(harness_fetch_check(h, idx, tokens, col_major, &match));
             CHECK(match);
@@ -67,7 +66,7 @@ static void check_many_in_flight(harness_t *h)
     int64_t idx[SLOTS][MAX_TOKENS * EPT];
     engram_fetch_t *f[SLOTS];
     for (int s = 0; s < SLOTS; s++) {
-        make_indices(h->g, h->params.entries_per_rank, BENCH_DIST_UNIFORM, MAX_TOKENS, 100 + s, idx[s]);
+        make_indices(h->g, h->params.entries_per_rank, TABLE_GEN_UNIFORM, MAX_TOKENS, 100 + s, idx[s]);
         CHECK_OK(engram_fetch(h->table, idx[s], MAX_TOKENS, 0, &f[s]));
     }
     engram_fetch_t *extra;

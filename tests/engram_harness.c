@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/bench/bench.h"
+#include "tests/table_gen.h"
 
 engram_status_t harness_open(harness_t *h, engram_group_t *g, const char *transport, bool hybrid,
                              const engram_table_params_t *params)
@@ -40,9 +40,9 @@ engram_status_t harness_write(harness_t *h)
     uint64_t nsf = total_entries(h) * p->scale_packs;
     uint32_t *sf = p->scale_packs ? malloc(nsf * sizeof(uint32_t)) : NULL;
     for (uint64_t i = 0; i < p->entries_per_rank; i++)
-        bench_fill_row(first + i, p->row_bytes, rows + i * p->row_bytes);
+        table_gen_row(first + i, p->row_bytes, rows + i * p->row_bytes);
     for (uint64_t i = 0; i < nsf; i++)
-        sf[i] = bench_scale(i / p->scale_packs, (uint32_t)(i % p->scale_packs));
+        sf[i] = table_gen_scale(i / p->scale_packs, (uint32_t)(i % p->scale_packs));
     engram_status_t st = engram_write(h->table, rows, p->row_bytes, sf);
     free(rows);
     free(sf);
@@ -69,14 +69,14 @@ bool harness_check(const harness_t *h, const int64_t *indices, uint32_t tokens, 
         if (bad)
             memset(want, 0, p->row_bytes);
         else
-            bench_fill_row((uint64_t)idx, p->row_bytes, want);
+            table_gen_row((uint64_t)idx, p->row_bytes, want);
         ok = memcmp((const uint8_t *)rows + i * p->row_bytes, want, p->row_bytes) == 0;
         uint32_t tok = (uint32_t)(i / p->entries_per_token), e = (uint32_t)(i % p->entries_per_token);
         for (uint32_t k = 0; ok && k < p->scale_packs; k++) {
             uint32_t col = e * p->scale_packs + k;
             uint32_t got = col_major ? scales[(uint64_t)col * stride + tok]
                                      : scales[(uint64_t)tok * p->entries_per_token * p->scale_packs + col];
-            ok = got == (bad ? 0 : bench_scale((uint64_t)idx, k));
+            ok = got == (bad ? 0 : table_gen_scale((uint64_t)idx, k));
         }
     }
     free(want);

@@ -16,7 +16,7 @@ typedef struct harness {
 /* transport NULL = config default; returns the status of the first failing step. */
 engram_status_t harness_open(harness_t *h, engram_group_t *g, const char *transport, bool hybrid,
                              const engram_table_params_t *params);
-/* Writes rows and (if the table has them) scales from bench_fill_row/bench_scale. */
+/* Writes rows and (if the table has them) scales from table_gen_row/table_gen_scale. */
 engram_status_t harness_write(harness_t *h);
 void harness_close(harness_t *h);
 

@@ -16,7 +16,7 @@
 
 #include "tests/check.h"
 #include "tests/engram_harness.h"
-#include "tools/bench/bench.h"
+#include "tests/table_gen.h"
 
 #define MAX_TOKENS 96u
 #define EPT 5u
@@ -69,7 +69,7 @@ static _Noreturn void explain_mismatch(const harness_t *h, const int64_t *idx, u
         if (oob)
             memset(want, 0, p->row_bytes);
         else
-            bench_fill_row((uint64_t)idx[i], p->row_bytes, want);
+            table_gen_row((uint64_t)idx[i], p->row_bytes, want);
         if (memcmp(got, want, p->row_bytes) == 0) {
             ok_other += remote;
             continue;
@@ -81,7 +81,7 @@ static _Noreturn void explain_mismatch(const harness_t *h, const int64_t *idx, u
         for (uint64_t j = 0; j < (uint64_t)tokens * EPT; j++) {
             if (idx[j] < 0 || (uint64_t)idx[j] >= total)
                 continue;
-            bench_fill_row((uint64_t)idx[j], p->row_bytes, other);
+            table_gen_row((uint64_t)idx[j], p->row_bytes, other);
             if (memcmp(got, other, p->row_bytes) == 0) {
                 moved++;
                 break;
@@ -89,7 +89,7 @@ static _Noreturn void explain_mismatch(const harness_t *h, const int64_t *idx, u
         }
     }
     const uint8_t *g0 = rows + (uint64_t)first * p->row_bytes;
-    bench_fill_row((uint64_t)idx[first], p->row_bytes, want);
+    table_gen_row((uint64_t)idx[first], p->row_bytes, want);
     fprintf(stderr,
             "rank %d: %u tokens x %u, row_bytes %u: wrong rows: %u of this node, %u of other nodes (%u right); "
             "%u zero, %u another fetched row; first wrong row %lld (index %lld): got %02x%02x%02x%02x%02x%02x%02x%02x "
@@ -128,9 +128,8 @@ static engram_status_t finish(harness_t *h, const int64_t *idx, uint32_t tokens,
 
 static void make_indices(harness_t *h, uint32_t tokens, uint64_t seed, int64_t *out)
 {
-    bench_case_t c = {.ranks = engram_group_size(h->g), .entries_per_rank = h->params.entries_per_rank,
-                      .tokens = tokens, .entries_per_token = EPT, .dist = BENCH_DIST_UNIFORM, .seed = seed};
-    bench_make_indices(&c, engram_group_rank(h->g), 0, out);
+    table_gen_indices(h->params.entries_per_rank * (uint64_t)engram_group_size(h->g), TABLE_GEN_UNIFORM, seed,
+                      engram_group_rank(h->g), 0, (uint64_t)tokens * EPT, out);
 }
 
 static void check_shapes(harness_t *h, cudaStream_t s, bool col)

@@ -1,13 +1,13 @@
-/* engram_bench internals: options, deterministic data, one rank's run,
- * reporting. */
+/* engram_bench internals: options, one case's memory, one rank's run,
+ * reporting. Row contents come from //tests:table_gen. */
 #ifndef ENGRAM_TOOLS_BENCH_H
 #define ENGRAM_TOOLS_BENCH_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include "engram/engram.h"
-
-typedef enum { BENCH_DIST_UNIFORM = 0, BENCH_DIST_ZIPF = 1 } bench_dist_t;
+#include "tests/table_gen.h"
+#include "tools/trace/index_trace.h"
 
 typedef struct bench_case {
     int ranks;
@@ -20,7 +20,8 @@ typedef struct bench_case {
     uint32_t entries_per_token;
     bool fp8;
     bool sf_col_major;
-    bench_dist_t dist;
+    table_gen_dist_t dist;
+    const index_trace_t *trace; /* --indices: replayed instead of dist */
     int iters;
     int warmup;
     bool concurrent;
@@ -36,16 +37,27 @@ typedef struct bench_result {
     double mpps, ref_mpps, gbps, ratio;
     bool check_ok;
     int status; /* engram_status_t of the run, OK if it ran */
+    char error[256]; /* with status: the first failed rank's message */
 } bench_result_t;
 
-/* Row contents and scales are a pure function of the global index. */
-void bench_fill_row(uint64_t global_idx, uint32_t row_bytes, uint8_t *row);
-uint32_t bench_scale(uint64_t global_idx, uint32_t pack);
 uint32_t bench_scale_packs(const bench_case_t *c);
-/* Indices for one rank's fetch number `step`: tokens * entries_per_token,
- * all in range; a new set per step, as a model's decode steps look up new
- * n-grams (so timed rows are not left in the caches by the step before). */
-void bench_make_indices(const bench_case_t *c, int rank, uint64_t step, int64_t *out);
+/* The indices of one rank's fetch number `step` (0 is the checked one):
+ * the trace's step (rank + step) mod steps, or a generated set. */
+void bench_indices(const bench_case_t *c, int rank, uint64_t step, int64_t *out);
+
+/* Bytes a case needs at its peak: every rank's own memory plus what the
+ * ranks share (the memcpy reference table and its scales). */
+typedef struct bench_memory {
+    uint64_t shard, recv, scales, own; /* per rank: shard, receive slots, replicated scales; all it holds */
+    uint64_t shared;
+    uint64_t total; /* ranks * own + shared */
+} bench_memory_t;
+
+/* ENGRAM_ERR_OVERFLOW when a size does not fit in 64 bits. */
+engram_status_t bench_memory_estimate(const bench_case_t *c, int fetch_slots, bench_memory_t *out);
+/* Refuses (ENGRAM_ERR_NOMEM, with the estimate) a case that cannot fit in
+ * this host's available memory. */
+engram_status_t bench_memory_check(const bench_case_t *c);
 
 /* Runs the case on forked ranks; fills *res on success. */
 engram_status_t bench_run_case(const bench_case_t *c, bench_result_t *res);

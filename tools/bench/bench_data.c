@@ -1,56 +1,18 @@
-#include <math.h>
-#include <string.h>
-
 #include "tools/bench/bench.h"
-
-static uint64_t splitmix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-void bench_fill_row(uint64_t global_idx, uint32_t row_bytes, uint8_t *row)
-{
-    for (uint32_t off = 0; off < row_bytes; off += 8) {
-        uint64_t v = splitmix64(global_idx * 0x100000001b3ull + off);
-        uint32_t n = row_bytes - off < 8 ? row_bytes - off : 8;
-        memcpy(row + off, &v, n);
-    }
-}
-
-uint32_t bench_scale(uint64_t global_idx, uint32_t pack)
-{
-    return (uint32_t)splitmix64(~global_idx * 31 + pack);
-}
 
 /* fp8 rows carry one 4-byte pack of four UE8M0 scales per 512 elements
  * (one scale per 128), as DeepEP's FP8 engram layout. */
 uint32_t bench_scale_packs(const bench_case_t *c)
 {
-    return c->fp8 ? (c->row_bytes + 511) / 512 : 0;
+    return c->fp8 ? (uint32_t)(((uint64_t)c->row_bytes + 511) / 512) : 0;
 }
 
-void bench_make_indices(const bench_case_t *c, int rank, uint64_t step, int64_t *out)
+void bench_indices(const bench_case_t *c, int rank, uint64_t step, int64_t *out)
 {
-    uint64_t total = c->entries_per_rank * (uint64_t)c->ranks;
-    uint64_t n = (uint64_t)c->tokens * c->entries_per_token;
-    uint64_t state = splitmix64(c->seed * 0x632be59bd9b4e019ull + (uint64_t)rank * 0x10001ull + step);
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t h = splitmix64(state + i);
-        uint64_t idx;
-        if (c->dist == BENCH_DIST_UNIFORM) {
-            idx = h % total;
-        } else {
-            /* Zipf-like (s ~ 1): log-uniform rank, then a fixed scramble so
-             * the hot rows are spread over the owners. */
-            double u = (double)(h >> 11) / 9007199254740992.0;
-            uint64_t r = (uint64_t)pow((double)total, u) - 1;
-            if (r >= total)
-                r = total - 1;
-            idx = (r * 0x9e3779b1ull + 12345) % total;
-        }
-        out[i] = (int64_t)idx;
+    if (c->trace) {
+        index_trace_step(c->trace, (uint64_t)rank + step, out);
+        return;
     }
+    table_gen_indices(c->entries_per_rank * (uint64_t)c->ranks, c->dist, c->seed, rank, step,
+                      (uint64_t)c->tokens * c->entries_per_token, out);
 }

@@ -3,12 +3,14 @@
  * test_engram's: 4 ranks, 524288 entries per rank, 256-byte rows (128
  * bf16), 512 tokens x 24 entries. */
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hal/log.h"
 #include "tools/bench/bench.h"
+#include "tools/num_flag.h"
 
 static void usage(FILE *out)
 {
@@ -25,6 +27,10 @@ static void usage(FILE *out)
             "  --fp8                  fp8 rows with scales (row-major)\n"
             "  --sf-col-major         with --fp8: TMA-aligned column-major scales\n"
             "  --dist uniform|zipf    index distribution                  [uniform]\n"
+            "  --indices FILE         replay a trace instead: .npy int32/int64 [steps, tokens,\n"
+            "                         entries_per_token] (shape from the file), or raw\n"
+            "                         little-endian int64 shaped by --tokens/--entries-per-token;\n"
+            "                         rank r's fetch s is step (r + s) mod steps\n"
             "  --iters N              timed iterations, new indices each  [200]\n"
             "  --warmup N             untimed iterations first            [20]\n"
             "  --concurrent           time all ranks at once (aggregate)\n"
@@ -36,17 +42,15 @@ static void usage(FILE *out)
 typedef struct bench_opts {
     bench_case_t base;
     bool both_modes, sweep, json;
+    bool dist_set;
+    index_trace_want_t want; /* what --tokens / --entries-per-token set */
+    const char *indices;
+    index_trace_t trace;
 } bench_opts_t;
 
-static long parse_num(const char *opt, const char *v, long min)
+static uint64_t num(const char *opt, uint64_t min, uint64_t max)
 {
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || x < min) {
-        fprintf(stderr, "engram_bench: %s needs an integer >= %ld, got '%s'\n", opt, min, v);
-        exit(2);
-    }
-    return x;
+    return num_flag("engram_bench", opt, optarg, min, max);
 }
 
 static void parse(int argc, char **argv, bench_opts_t *o)
@@ -56,17 +60,23 @@ static void parse(int argc, char **argv, bench_opts_t *o)
         {"tokens", 1, 0, 't'},  {"entries-per-token", 1, 0, 'k'}, {"transport", 1, 0, 'T'}, {"mode", 1, 0, 'm'},
         {"fp8", 0, 0, 'f'},     {"sf-col-major", 0, 0, 'c'}, {"dist", 1, 0, 'd'},      {"iters", 1, 0, 'i'},
         {"warmup", 1, 0, 'w'},  {"concurrent", 0, 0, 'C'}, {"sweep", 0, 0, 'S'},       {"seed", 1, 0, 's'},
-        {"json", 0, 0, 'j'},    {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
+        {"json", 0, 0, 'j'},    {"indices", 1, 0, 'I'},    {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
     bench_case_t *c = &o->base;
     int ch;
     while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         switch (ch) {
-        case 'r': c->ranks = (int)parse_num("--ranks", optarg, 1); break;
-        case 'l': c->local_size = (int)parse_num("--local-size", optarg, 0); break;
-        case 'e': c->entries_per_rank = (uint64_t)parse_num("--entries", optarg, 1); break;
-        case 'b': c->row_bytes = (uint32_t)parse_num("--row-bytes", optarg, 1); break;
-        case 't': c->tokens = (uint32_t)parse_num("--tokens", optarg, 0); break;
-        case 'k': c->entries_per_token = (uint32_t)parse_num("--entries-per-token", optarg, 1); break;
+        case 'r': c->ranks = (int)num("--ranks", 1, INT32_MAX); break;
+        case 'l': c->local_size = (int)num("--local-size", 0, INT32_MAX); break;
+        case 'e': c->entries_per_rank = num("--entries", 1, INT64_MAX); break;
+        case 'b': c->row_bytes = (uint32_t)num("--row-bytes", 1, UINT32_MAX); break;
+        case 't':
+            c->tokens = (uint32_t)num("--tokens", 1, UINT32_MAX);
+            o->want.tokens_set = true;
+            break;
+        case 'k':
+            c->entries_per_token = (uint32_t)num("--entries-per-token", 1, UINT32_MAX);
+            o->want.entries_per_token_set = true;
+            break;
         case 'T': c->transport = optarg; break;
         case 'm':
             if (strcmp(optarg, "direct") && strcmp(optarg, "hybrid") && strcmp(optarg, "both")) {
@@ -83,13 +93,15 @@ static void parse(int argc, char **argv, bench_opts_t *o)
                 fprintf(stderr, "engram_bench: --dist is uniform|zipf, got '%s'\n", optarg);
                 exit(2);
             }
-            c->dist = strcmp(optarg, "zipf") == 0 ? BENCH_DIST_ZIPF : BENCH_DIST_UNIFORM;
+            c->dist = strcmp(optarg, "zipf") == 0 ? TABLE_GEN_ZIPF : TABLE_GEN_UNIFORM;
+            o->dist_set = true;
             break;
-        case 'i': c->iters = (int)parse_num("--iters", optarg, 1); break;
-        case 'w': c->warmup = (int)parse_num("--warmup", optarg, 0); break;
+        case 'I': o->indices = optarg; break;
+        case 'i': c->iters = (int)num("--iters", 1, INT32_MAX); break;
+        case 'w': c->warmup = (int)num("--warmup", 0, INT32_MAX); break;
         case 'C': c->concurrent = true; break;
         case 'S': o->sweep = true; break;
-        case 's': c->seed = (uint64_t)parse_num("--seed", optarg, 0); break;
+        case 's': c->seed = num("--seed", 0, UINT64_MAX); break;
         case 'j': o->json = true; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
@@ -103,6 +115,39 @@ static void parse(int argc, char **argv, bench_opts_t *o)
         fprintf(stderr, "engram_bench: --sf-col-major needs --fp8\n");
         exit(2);
     }
+    /* fetch numbers run from 0 to warmup + iters in an int */
+    if ((uint64_t)c->iters + (uint64_t)c->warmup > INT32_MAX) {
+        fprintf(stderr, "engram_bench: --iters %d + --warmup %d exceed %d\n", c->iters, c->warmup, INT32_MAX);
+        exit(2);
+    }
+    if (o->indices && o->dist_set) {
+        fprintf(stderr, "engram_bench: --indices replays a trace; it does not take --dist\n");
+        exit(2);
+    }
+}
+
+/* Maps the trace and takes the fetch shape from it (every index checked
+ * against the table's rows). */
+static void open_trace(bench_opts_t *o)
+{
+    bench_case_t *c = &o->base;
+    uint64_t total;
+    if (__builtin_mul_overflow(c->entries_per_rank, (uint64_t)c->ranks, &total) || total > INT64_MAX) {
+        fprintf(stderr, "engram_bench: --entries %llu x --ranks %d rows exceed int64 indices\n",
+                (unsigned long long)c->entries_per_rank, c->ranks);
+        exit(2);
+    }
+    o->want.tokens = c->tokens;
+    o->want.entries_per_token = c->entries_per_token;
+    o->want.total_rows = total;
+    char err[512];
+    if (index_trace_open(o->indices, &o->want, &o->trace, err, sizeof(err)) != 0) {
+        fprintf(stderr, "engram_bench: %s\n", err);
+        exit(2);
+    }
+    c->trace = &o->trace;
+    c->tokens = o->trace.tokens;
+    c->entries_per_token = o->trace.entries_per_token;
 }
 
 /* The emulated node size a case runs with: hybrid needs at least 2 nodes. */
@@ -123,7 +168,7 @@ static int run_one(const bench_opts_t *o, bench_case_t c, int idx, int count)
     engram_status_t st = bench_run_case(&c, &r);
     if (st != ENGRAM_OK || r.status != ENGRAM_OK) {
         fprintf(stderr, "engram_bench: case failed: %s %s\n", engram_status_str(st != ENGRAM_OK ? st : r.status),
-                engram_last_error());
+                st != ENGRAM_OK || r.error[0] == '\0' ? engram_last_error() : r.error);
         return 1;
     }
     if (o->json)
@@ -138,11 +183,13 @@ int main(int argc, char **argv)
     bench_opts_t o = {.base = {.ranks = 4, .entries_per_rank = 524288, .row_bytes = 256, .tokens = 512,
                                .entries_per_token = 24, .iters = 200, .warmup = 20, .seed = 1}};
     parse(argc, argv, &o);
+    if (o.indices)
+        open_trace(&o);
     bench_case_t cases[16];
     int n = 0;
     int modes = o.sweep || o.both_modes ? 2 : 1;
     int dtypes = o.sweep ? 3 : 1;
-    int dists = o.sweep ? 2 : 1;
+    int dists = o.sweep && !o.indices ? 2 : 1;
     for (int m = 0; m < modes; m++)
         for (int d = 0; d < dtypes; d++)
             for (int s = 0; s < dists; s++) {
@@ -154,11 +201,13 @@ int main(int argc, char **argv)
                     c.sf_col_major = d == 2;
                 }
                 if (dists == 2)
-                    c.dist = s == 1 ? BENCH_DIST_ZIPF : BENCH_DIST_UNIFORM;
+                    c.dist = s == 1 ? TABLE_GEN_ZIPF : TABLE_GEN_UNIFORM;
                 cases[n++] = c;
             }
     int failed = 0;
     for (int i = 0; i < n; i++)
         failed += run_one(&o, cases[i], i, n);
+    if (o.indices)
+        index_trace_close(&o.trace);
     return failed ? 1 : 0;
 }

@@ -1,10 +1,13 @@
-/* One rank's part of a case: build the table, check the fetched rows bit
- * for bit against the all-gathered table, then time fetch + wait beside a
- * memcpy gather of the same rows from the same (gathered) memory. */
+/* One case on forked ranks: each rank builds its table, checks the fetched
+ * rows and scales bit for bit against table_gen (regenerated per row, so no
+ * rank holds a copy of the table), then times fetch + wait beside a memcpy
+ * gather of the same rows from one reference table that all ranks share.
+ * Results come back through a shared mapping, one slot per rank, so no
+ * rank waits on a reader at any rank count. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "hal/config_keys.h"
 #include "hal/log.h"
@@ -15,19 +18,30 @@ typedef struct rank_times {
     double issue_us, wait_us, fetch_us, ref_us;
     int32_t check_ok;
     int32_t status;
+    int32_t done; /* set last: the slot was written by its rank */
     char transport[32];
+    char error[sizeof(((bench_result_t *)0)->error)]; /* the rank's engram_last_error when status failed */
 } rank_times_t;
+
+/* Made by the parent before the fork; the ranks inherit the mappings. */
+typedef struct shared {
+    const bench_case_t *c;
+    engram_segment_t *ref_seg; /* the reference table [total][row_bytes], in a host segment like the shards */
+    uint32_t *scales;          /* [total][packs], MAP_SHARED; NULL without packs */
+    uint64_t scales_bytes;
+    rank_times_t *results; /* [ranks], MAP_SHARED */
+} shared_t;
 
 typedef struct rank_state {
     const bench_case_t *c;
+    const shared_t *sh;
     engram_group_t *g;
     engram_context_t *ctx;
     engram_table_t *table;
-    engram_segment_t *all_seg; /* the gathered reference table, in the same kind of memory as the shards */
-    uint8_t *all_rows;         /* all_seg's rows [total][row_bytes] */
-    uint32_t *all_scales; /* [total][packs] */
+    const uint8_t *ref_rows;
     int64_t *indices;
     uint8_t *ref_out;
+    uint8_t *want; /* one row */
     uint64_t nrows;
 } rank_state_t;
 
@@ -78,70 +92,62 @@ static engram_status_t open_table(rank_state_t *s)
     return engram_table_create(s->ctx, &p, &s->table);
 }
 
-/* Writes this rank's shard, then gathers every shard as the reference. */
-static engram_status_t write_and_gather(rank_state_t *s)
+/* Each rank fills its own part of the shared reference (rows and scales),
+ * then writes its shard from there. */
+static engram_status_t fill_and_write(rank_state_t *s)
 {
     const bench_case_t *c = s->c;
-    int rank = engram_group_rank(s->g);
-    uint64_t total = c->entries_per_rank * (uint64_t)c->ranks;
-    uint64_t shard_bytes = c->entries_per_rank * c->row_bytes;
+    uint64_t rank = (uint64_t)engram_group_rank(s->g), epr = c->entries_per_rank;
     uint32_t packs = bench_scale_packs(c);
-    /* The reference reads from a host segment like the ones the fetch
-     * reads from (same page size, same NUMA policy), so the ratio compares
-     * the access path, not the memory behind it. */
-    engram_segment_params_t sp = {.size = sizeof(sp), .bytes = shard_bytes * (uint64_t)c->ranks, .numa_node = -1,
-                                  .huge = ENGRAM_HUGE_AUTO, .device = -1};
-    engram_status_t st = engram_host_segment_ops.alloc(&sp, &s->all_seg);
-    if (st != ENGRAM_OK)
-        return st;
-    s->all_rows = s->all_seg->addr;
-    uint8_t *shard = malloc(shard_bytes);
-    s->all_scales = packs ? malloc(total * packs * sizeof(uint32_t)) : NULL;
-    if (shard == NULL || (packs && s->all_scales == NULL)) {
-        free(shard);
-        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "bench: cannot allocate the reference table");
+    uint8_t *shard = (uint8_t *)s->sh->ref_seg->addr + rank * epr * c->row_bytes;
+    for (uint64_t i = 0; i < epr; i++) {
+        uint64_t gi = rank * epr + i;
+        table_gen_row(gi, c->row_bytes, shard + i * c->row_bytes);
+        for (uint32_t k = 0; k < packs; k++)
+            s->sh->scales[gi * packs + k] = table_gen_scale(gi, k);
     }
-    for (uint64_t i = 0; i < c->entries_per_rank; i++)
-        bench_fill_row((uint64_t)rank * c->entries_per_rank + i, c->row_bytes, shard + i * c->row_bytes);
-    for (uint64_t i = 0; i < total * packs; i++)
-        s->all_scales[i] = bench_scale(i / packs, (uint32_t)(i % packs));
-    st = engram_write(s->table, shard, c->row_bytes, s->all_scales);
-    if (st == ENGRAM_OK)
-        st = engram_group_allgather(s->g, shard, s->all_rows, shard_bytes);
-    free(shard);
-    return st;
+    /* every rank's scales are in place before any rank's write reads them */
+    engram_status_t st = engram_group_barrier(s->g);
+    return st == ENGRAM_OK ? engram_write(s->table, shard, c->row_bytes, s->sh->scales) : st;
 }
 
 static void ref_gather(const rank_state_t *s)
 {
     uint32_t rb = s->c->row_bytes;
     for (uint64_t i = 0; i < s->nrows; i++)
-        memcpy(s->ref_out + i * rb, s->all_rows + (uint64_t)s->indices[i] * rb, rb);
+        memcpy(s->ref_out + i * rb, s->ref_rows + (uint64_t)s->indices[i] * rb, rb);
+}
+
+static bool check_rows(rank_state_t *s, const uint8_t *rows, const uint32_t *sf)
+{
+    const bench_case_t *c = s->c;
+    uint32_t packs = bench_scale_packs(c);
+    uint64_t stride = ((uint64_t)c->tokens + 3) / 4 * 4; /* column-major scales: tokens rounded up to 4 */
+    for (uint64_t i = 0; i < s->nrows; i++) {
+        uint64_t idx = (uint64_t)s->indices[i];
+        table_gen_row(idx, c->row_bytes, s->want);
+        if (memcmp(rows + i * c->row_bytes, s->want, c->row_bytes) != 0)
+            return false;
+        uint64_t tok = i / c->entries_per_token, e = i % c->entries_per_token;
+        for (uint32_t k = 0; k < packs; k++) {
+            uint64_t col = e * packs + k;
+            uint32_t got = c->sf_col_major ? sf[col * stride + tok] : sf[tok * c->entries_per_token * packs + col];
+            if (got != table_gen_scale(idx, k))
+                return false;
+        }
+    }
+    return true;
 }
 
 static bool check_fetch(rank_state_t *s)
 {
-    const bench_case_t *c = s->c;
     engram_fetch_t *f;
     const void *rows;
     const uint32_t *sf;
-    unsigned flags = c->sf_col_major ? ENGRAM_FETCH_SF_COL_MAJOR : 0;
-    if (engram_fetch(s->table, s->indices, c->tokens, flags, &f) != ENGRAM_OK)
+    unsigned flags = s->c->sf_col_major ? ENGRAM_FETCH_SF_COL_MAJOR : 0;
+    if (engram_fetch(s->table, s->indices, s->c->tokens, flags, &f) != ENGRAM_OK)
         return false;
-    bool ok = engram_wait(f, &rows, &sf) == ENGRAM_OK;
-    ref_gather(s);
-    ok = ok && memcmp(rows, s->ref_out, s->nrows * c->row_bytes) == 0;
-    uint32_t packs = bench_scale_packs(c);
-    uint32_t stride = (c->tokens + 3) & ~3u;
-    for (uint64_t i = 0; ok && packs && i < s->nrows; i++) {
-        uint32_t tok = (uint32_t)(i / c->entries_per_token), e = (uint32_t)(i % c->entries_per_token);
-        for (uint32_t k = 0; k < packs; k++) {
-            uint32_t col = e * packs + k;
-            uint32_t got = c->sf_col_major ? sf[(uint64_t)col * stride + tok]
-                                           : sf[(uint64_t)tok * c->entries_per_token * packs + col];
-            ok = ok && got == s->all_scales[(uint64_t)s->indices[i] * packs + k];
-        }
-    }
+    bool ok = engram_wait(f, &rows, &sf) == ENGRAM_OK && check_rows(s, rows, sf);
     engram_fetch_release(f);
     return ok;
 }
@@ -157,7 +163,7 @@ static engram_status_t time_fetches(rank_state_t *s, rank_times_t *out)
         st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "bench: cannot allocate timings");
     unsigned flags = c->sf_col_major ? ENGRAM_FETCH_SF_COL_MAJOR : 0;
     for (int i = -c->warmup; st == ENGRAM_OK && i < n; i++) {
-        bench_make_indices(c, engram_group_rank(s->g), (uint64_t)(i + c->warmup + 1), s->indices);
+        bench_indices(c, engram_group_rank(s->g), (uint64_t)(i + c->warmup + 1), s->indices);
         engram_fetch_t *f;
         double t0 = now_us();
         st = engram_fetch(s->table, s->indices, c->tokens, flags, &f);
@@ -209,76 +215,72 @@ static engram_status_t time_ranks(rank_state_t *s, rank_times_t *mine)
     return st != ENGRAM_OK ? st : bst;
 }
 
-static void free_state(rank_state_t *s)
-{
-    engram_table_destroy(s->table);
-    engram_context_destroy(s->ctx);
-    if (s->all_seg)
-        s->all_seg->ops->free(s->all_seg);
-    free(s->all_scales);
-    free(s->indices);
-    free(s->ref_out);
-}
-
-/* Rank 0 writes all ranks' times to the result pipe (fd in arg). */
-typedef struct rank_arg {
-    const bench_case_t *c;
-    int result_fd;
-} rank_arg_t;
-
 static int rank_main(engram_group_t *g, void *varg)
 {
-    rank_arg_t *arg = varg;
-    const bench_case_t *c = arg->c;
-    rank_state_t s = {.c = c, .g = g};
+    const shared_t *sh = varg;
+    const bench_case_t *c = sh->c;
+    rank_state_t s = {.c = c, .sh = sh, .g = g, .ref_rows = sh->ref_seg->addr};
     rank_times_t mine;
     memset(&mine, 0, sizeof(mine));
     s.nrows = (uint64_t)c->tokens * c->entries_per_token;
-    s.indices = malloc(s.nrows * sizeof(int64_t) + 1);
-    s.ref_out = malloc(s.nrows * c->row_bytes + 1);
-    engram_status_t st = s.indices && s.ref_out ? ENGRAM_OK : ENGRAM_ERR_NOMEM;
+    s.indices = malloc(s.nrows * sizeof(int64_t));
+    s.ref_out = malloc(s.nrows * c->row_bytes);
+    s.want = malloc(c->row_bytes);
+    engram_status_t st = s.indices && s.ref_out && s.want
+                             ? ENGRAM_OK
+                             : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "bench: cannot allocate the rank's buffers");
     if (st == ENGRAM_OK)
         st = open_table(&s);
     if (st == ENGRAM_OK)
-        st = write_and_gather(&s);
+        st = fill_and_write(&s);
     if (st == ENGRAM_OK) {
-        bench_make_indices(c, engram_group_rank(g), 0, s.indices);
+        bench_indices(c, engram_group_rank(g), 0, s.indices);
         mine.check_ok = check_fetch(&s);
         snprintf(mine.transport, sizeof(mine.transport), "%s", engram_context_transport(s.ctx));
         st = time_ranks(&s, &mine);
     }
     mine.status = st;
-    rank_times_t *all = calloc((size_t)c->ranks, sizeof(*all));
-    engram_status_t gst = all ? engram_group_allgather(g, &mine, all, sizeof(mine)) : ENGRAM_ERR_NOMEM;
-    if (gst == ENGRAM_OK && engram_group_rank(g) == 0) {
-        ssize_t want = (ssize_t)(sizeof(*all) * (size_t)c->ranks);
-        if (write(arg->result_fd, all, (size_t)want) != want)
-            gst = ENGRAM_ERR_IO;
-    }
-    free(all);
-    free_state(&s);
-    return st == ENGRAM_OK && gst == ENGRAM_OK ? 0 : 1;
+    if (st != ENGRAM_OK)
+        snprintf(mine.error, sizeof(mine.error), "rank %d: %s", engram_group_rank(g), engram_last_error());
+    engram_table_destroy(s.table);
+    engram_context_destroy(s.ctx);
+    free(s.indices);
+    free(s.ref_out);
+    free(s.want);
+    mine.done = 1;
+    sh->results[engram_group_rank(g)] = mine;
+    return st == ENGRAM_OK ? 0 : 1;
 }
 
-static void reduce(const bench_case_t *c, rank_times_t *all, bench_result_t *res)
+static void reduce(const bench_case_t *c, const rank_times_t *all, bench_result_t *res)
 {
-    double v[4][c->ranks];
+    double *v = malloc(sizeof(double) * 4 * (size_t)c->ranks);
     res->check_ok = true;
     res->status = ENGRAM_OK;
     for (int r = 0; r < c->ranks; r++) {
-        v[0][r] = all[r].issue_us;
-        v[1][r] = all[r].wait_us;
-        v[2][r] = all[r].fetch_us;
-        v[3][r] = all[r].ref_us;
         res->check_ok = res->check_ok && all[r].check_ok;
-        if (all[r].status != ENGRAM_OK)
+        if (all[r].status != ENGRAM_OK && res->status == ENGRAM_OK) {
             res->status = all[r].status;
+            snprintf(res->error, sizeof(res->error), "%s", all[r].error);
+        }
     }
     snprintf(res->transport, sizeof(res->transport), "%s", all[0].transport);
-    res->issue_us = median(v[0], c->ranks);
-    res->wait_us = median(v[1], c->ranks);
-    res->fetch_us = median(v[2], c->ranks);
-    res->ref_us = median(v[3], c->ranks);
+    if (v == NULL) {
+        res->status = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "bench: cannot allocate the reduction");
+        return;
+    }
+    double *vi = v, *vw = v + c->ranks, *vf = v + 2 * c->ranks, *vr = v + 3 * c->ranks;
+    for (int r = 0; r < c->ranks; r++) {
+        vi[r] = all[r].issue_us;
+        vw[r] = all[r].wait_us;
+        vf[r] = all[r].fetch_us;
+        vr[r] = all[r].ref_us;
+    }
+    res->issue_us = median(vi, c->ranks);
+    res->wait_us = median(vw, c->ranks);
+    res->fetch_us = median(vf, c->ranks);
+    res->ref_us = median(vr, c->ranks);
+    free(v);
     double rows = (double)c->tokens * c->entries_per_token;
     double scale = c->concurrent ? c->ranks : 1; /* aggregate over ranks timed at once */
     res->mpps = res->fetch_us > 0 ? scale * rows / res->fetch_us : 0;
@@ -287,27 +289,68 @@ static void reduce(const bench_case_t *c, rank_times_t *all, bench_result_t *res
     res->ratio = res->ref_mpps > 0 ? res->mpps / (scale * res->ref_mpps) : 0;
 }
 
+static void *map_shared(uint64_t bytes)
+{
+    void *p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static engram_status_t shared_create(const bench_case_t *c, shared_t *sh)
+{
+    uint64_t total = c->entries_per_rank * (uint64_t)c->ranks; /* bench_memory_check: no overflow */
+    uint32_t packs = bench_scale_packs(c);
+    /* The reference reads from a host segment like the ones the fetch
+     * reads from (same page size), so the ratio compares the access path,
+     * not the memory behind it. One for all ranks, made here before the
+     * fork: it is NUMA-local to this process, as each shard is to its rank
+     * (ranks are not pinned, so on one node the two are alike). */
+    engram_segment_params_t sp = {.size = sizeof(sp), .bytes = total * c->row_bytes, .numa_node = -1,
+                                  .huge = ENGRAM_HUGE_AUTO, .device = -1};
+    *sh = (shared_t){.c = c, .scales_bytes = total * packs * sizeof(uint32_t)};
+    engram_status_t st = engram_host_segment_ops.alloc(&sp, &sh->ref_seg);
+    if (st != ENGRAM_OK)
+        return st;
+    sh->results = map_shared(sizeof(rank_times_t) * (uint64_t)c->ranks);
+    if (packs)
+        sh->scales = map_shared(sh->scales_bytes);
+    if (sh->results == NULL || (packs && sh->scales == NULL))
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "bench: cannot map the shared reference scales and results");
+    return ENGRAM_OK;
+}
+
+static void shared_destroy(const bench_case_t *c, shared_t *sh)
+{
+    if (sh->ref_seg)
+        sh->ref_seg->ops->free(sh->ref_seg);
+    if (sh->scales)
+        munmap(sh->scales, (size_t)sh->scales_bytes);
+    if (sh->results)
+        munmap(sh->results, sizeof(rank_times_t) * (size_t)c->ranks);
+}
+
 engram_status_t bench_run_case(const bench_case_t *c, bench_result_t *res)
 {
-    int fds[2];
-    if (pipe(fds) != 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_IO, "bench: pipe failed");
-    rank_arg_t arg = {.c = c, .result_fd = fds[1]};
-    /* the results are small enough for the pipe buffer */
-    engram_status_t st = engram_group_fork_run(c->ranks, c->local_size, rank_main, &arg, NULL);
-    close(fds[1]);
-    rank_times_t *all = calloc((size_t)c->ranks, sizeof(*all));
-    ssize_t want = (ssize_t)(sizeof(*all) * (size_t)c->ranks);
-    if (all == NULL || read(fds[0], all, (size_t)want) != want) {
-        if (st == ENGRAM_OK)
-            st = ENGRAM_ERROR(ENGRAM_ERR_PEER, "bench: no results from the ranks");
-    } else {
-        reduce(c, all, res);
-        if (st != ENGRAM_OK && res->status == ENGRAM_OK)
-            res->status = st;
-        st = ENGRAM_OK;
+    engram_status_t st = bench_memory_check(c);
+    if (st != ENGRAM_OK)
+        return st;
+    shared_t sh;
+    st = shared_create(c, &sh);
+    if (st == ENGRAM_OK)
+        st = engram_group_fork_run(c->ranks, c->local_size, rank_main, &sh, NULL);
+    if (sh.results != NULL) {
+        int missing = -1;
+        for (int r = 0; r < c->ranks && missing < 0; r++)
+            if (!sh.results[r].done)
+                missing = r;
+        if (missing < 0) {
+            reduce(c, sh.results, res);
+            if (st != ENGRAM_OK && res->status == ENGRAM_OK)
+                res->status = st;
+            st = ENGRAM_OK;
+        } else if (st == ENGRAM_OK) {
+            st = ENGRAM_ERROR(ENGRAM_ERR_PEER, "bench: no result from rank %d", missing);
+        }
     }
-    free(all);
-    close(fds[0]);
+    shared_destroy(c, &sh);
     return st;
 }

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "engram/engram.h"
-#include "tools/bench/bench.h"
+#include "tests/table_gen.h"
 
 void bench_gpu_fail(const char *what, int rc)
 {
@@ -21,7 +21,7 @@ bool bench_gpu_rows_match(const int64_t *idx, size_t n, uint32_t row_bytes, cons
     bool ok = got != NULL && want != NULL &&
               cudaMemcpy(got, d_rows, n * row_bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
     for (size_t i = 0; ok && i < n; i++) {
-        bench_fill_row((uint64_t)idx[i], row_bytes, want);
+        table_gen_row((uint64_t)idx[i], row_bytes, want);
         ok = memcmp(got + i * row_bytes, want, row_bytes) == 0;
     }
     free(got);

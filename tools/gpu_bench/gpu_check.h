@@ -1,6 +1,6 @@
 /* Checks shared by the GPU benches (engram_gpu_bench, nccl_gin_bench):
  * call results, and rows fetched into GPU memory against the reference
- * contents (bench_fill_row). */
+ * contents (table_gen_row). */
 #ifndef ENGRAM_TOOLS_GPU_CHECK_H
 #define ENGRAM_TOOLS_GPU_CHECK_H
 

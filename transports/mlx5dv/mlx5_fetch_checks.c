@@ -1,7 +1,7 @@
 #include "transports/mlx5dv/mlx5_fetch_checks.h"
 
 #include "tests/check.h"
-#include "tools/bench/bench.h"
+#include "tests/table_gen.h"
 
 engram_table_params_t mlx5_check_params(bool fp8)
 {
@@ -15,10 +15,9 @@ void mlx5_check_fetches(harness_t *h, uint64_t seed)
 {
     int64_t idx[MLX5_CHECK_TOKENS * MLX5_CHECK_EPT];
     for (int d = 0; d < 2; d++) {
-        bench_case_t c = {.ranks = engram_group_size(h->g), .entries_per_rank = h->params.entries_per_rank,
-                          .tokens = MLX5_CHECK_TOKENS, .entries_per_token = MLX5_CHECK_EPT, .dist = (bench_dist_t)d,
-                          .seed = seed + (uint64_t)d};
-        bench_make_indices(&c, engram_group_rank(h->g), 0, idx);
+        table_gen_indices(h->params.entries_per_rank * (uint64_t)engram_group_size(h->g), (table_gen_dist_t)d,
+                          seed + (uint64_t)d, engram_group_rank(h->g), 0,
+                          (uint64_t)MLX5_CHECK_TOKENS * MLX5_CHECK_EPT, idx);
         for (int col = 0; col <= (h->params.scale_packs ? 1 : 0); col++) {
             bool match = false;
             CHECK_OK(harness_fetch_check(h, idx, MLX5_CHECK_TOKENS, col, &match));

@@ -17,8 +17,9 @@
 #include <unistd.h>
 
 #include "engram/engram.h"
-#include "tools/bench/bench.h"
+#include "tests/table_gen.h"
 #include "tools/gpu_bench/gpu_check.h"
+#include "tools/num_flag.h"
 
 #define ROW_BYTES 256u
 #define EPT 24u
@@ -45,10 +46,8 @@ static float median(float *v, int n)
 /* Rows of the other rank only, uniform. */
 static void make_indices(int rank, uint64_t seed, int64_t *out)
 {
-    bench_case_t c = {.ranks = 2, .entries_per_rank = EPR, .tokens = TOKENS, .entries_per_token = EPT,
-                      .dist = BENCH_DIST_UNIFORM, .seed = seed};
-    bench_make_indices(&c, rank, 0, out);
-    for (uint32_t i = 0; i < TOKENS * EPT; i++)
+    table_gen_indices(2 * (uint64_t)EPR, TABLE_GEN_UNIFORM, seed, rank, 0, (uint64_t)TOKENS * EPT, out);
+    for (uint64_t i = 0; i < (uint64_t)TOKENS * EPT; i++)
         out[i] = out[i] % EPR + (int64_t)(1 - rank) * EPR;
 }
 
@@ -84,7 +83,7 @@ static int rank_main(engram_group_t *g, void *arg)
     CK(engram_table_create(ctx, &p, &t));
     uint8_t *rows = malloc((size_t)EPR * ROW_BYTES);
     for (uint32_t i = 0; i < EPR; i++)
-        bench_fill_row((uint64_t)rank * EPR + i, ROW_BYTES, rows + (size_t)i * ROW_BYTES);
+        table_gen_row((uint64_t)rank * EPR + i, ROW_BYTES, rows + (size_t)i * ROW_BYTES);
     CK(engram_write(t, rows, ROW_BYTES, NULL));
     free(rows);
     fprintf(stderr, "nccl_gin_bench: rank %d: table attached and written\n", rank);
@@ -160,14 +159,14 @@ int main(int argc, char **argv)
     /* Before any CUDA call: the RMA plugin's copies need hardware queues of
      * their own (rma_plugin/README.md). */
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-    if (argc > 2)
-        TOKENS = (uint32_t)strtoul(argv[2], NULL, 0);
-    if (argc > 3)
-        EPR = (uint32_t)strtoul(argv[3], NULL, 0);
-    if (TOKENS == 0 || EPR == 0) {
+    if (argc > 4) {
         fprintf(stderr, "usage: nccl_gin_bench [json_path [tokens [entries_per_rank]]]\n");
         return 2;
     }
+    if (argc > 2)
+        TOKENS = (uint32_t)num_flag("nccl_gin_bench", "tokens", argv[2], 1, UINT32_MAX);
+    if (argc > 3)
+        EPR = (uint32_t)num_flag("nccl_gin_bench", "entries_per_rank", argv[3], 1, UINT32_MAX);
     int codes[2] = {0, 0};
     engram_status_t st = engram_group_fork_run(2, 1, rank_main, argc > 1 && argv[1][0] ? argv[1] : NULL, codes);
     if (st != ENGRAM_OK) {
