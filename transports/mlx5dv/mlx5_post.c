@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "hal/log.h"
+#include "transports/mlx5dv/mlx5_barrier.h"
 #include "transports/mlx5dv/mlx5_cqe.h"
 #include "transports/mlx5dv/mlx5_internal.h"
 #include "transports/mlx5dv/mlx5_wqe.h"
@@ -86,7 +87,9 @@ static void conn_poll(mlx5_conn_t *c)
             c->done = through;
     }
     if (c->cq_ci != start) {
-        __atomic_thread_fence(__ATOMIC_RELEASE); /* CQEs read before the NIC may reuse them */
+        /* The CQE reads complete before the consumer-index store that lets
+         * the NIC overwrite those entries (a load -> store ordering). */
+        engram_mlx5_from_device_barrier();
         c->rings.cq_dbrec[ENGRAM_MLX5_CQ_SET_CI] = htobe32(c->cq_ci & 0xffffff);
     }
 }

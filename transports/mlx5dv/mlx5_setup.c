@@ -15,6 +15,7 @@
 
 #include "hal/config_keys.h"
 #include "hal/log.h"
+#include "transports/mlx5dv/mlx5_barrier.h"
 #include "transports/mlx5dv/mlx5_ring.h"
 
 #define PORT 1
@@ -276,18 +277,19 @@ static void verbs_qp_destroy(engram_mlx5_dev_t *d, engram_mlx5_qp_t *q)
     free(q);
 }
 
-/* The record must be visible before the register write that makes the NIC
- * read it, and the register write (to write-combining memory) must leave
- * the CPU before the next one. */
+/* The WQEs must reach the NIC before the record, the record before the
+ * register write that makes the NIC read it, and the register write (to
+ * write-combining memory) must leave the CPU before the next one; the
+ * barriers are mlx5_barrier.h's, as rdma-core's mlx5 post_send. */
 static void verbs_doorbell(engram_mlx5_rings_t *r, uint32_t pi, const void *ctrl)
 {
-    __atomic_thread_fence(__ATOMIC_RELEASE); /* WQEs before the record */
+    engram_mlx5_to_device_barrier();
     r->dbrec[MLX5_SND_DBR] = htobe32(pi & 0xffff);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* record before the register */
+    engram_mlx5_mmio_wc_start();
     uint64_t first8;
     memcpy(&first8, ctrl, sizeof(first8));
     *(volatile uint64_t *)((char *)r->bf_reg + r->bf_offset) = first8;
-    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* flush the write-combining buffer */
+    engram_mlx5_mmio_flush_writes();
     r->bf_offset ^= r->bf_size;
 }
 
