@@ -16,6 +16,7 @@
 #include "hal/config_keys.h"
 #include "hal/log.h"
 #include "transports/mlx5dv/mlx5_barrier.h"
+#include "transports/mlx5dv/mlx5_psn.h"
 #include "transports/mlx5dv/mlx5_ring.h"
 
 #define PORT 1
@@ -222,13 +223,16 @@ static engram_status_t verbs_qp_create(engram_mlx5_dev_t *d, uint32_t depth, eng
                           dcq.cqe_size);
         goto destroy_qp;
     }
+    uint32_t psn;
+    st = engram_mlx5_initial_psn(&psn);
+    if (st != ENGRAM_OK)
+        goto destroy_qp;
     *rings = (engram_mlx5_rings_t){
         .sq_buf = dqp.sq.buf, .sq_wqe_cnt = dqp.sq.wqe_cnt, .qpn = q->qp->qp_num, .dbrec = dqp.dbrec,
         .bf_reg = dqp.bf.reg, .bf_size = dqp.bf.size, .cq_buf = dcq.buf, .cqe_cnt = dcq.cqe_cnt,
         .cq_dbrec = dcq.dbrec,
     };
-    *addr = (engram_mlx5_qp_addr_t){.qpn = q->qp->qp_num, .psn = (uint32_t)(lrand48() & 0xffffff),
-                                    .lid = d->port.lid};
+    *addr = (engram_mlx5_qp_addr_t){.qpn = q->qp->qp_num, .psn = psn, .lid = d->port.lid};
     memcpy(addr->gid, d->gid.raw, sizeof(addr->gid));
     *out = q;
     return ENGRAM_OK;
