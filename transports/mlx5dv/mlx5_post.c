@@ -6,7 +6,6 @@
 #include <endian.h>
 #include <infiniband/mlx5dv.h>
 #include <sched.h>
-#include <stdlib.h>
 #include <time.h>
 
 #include "hal/log.h"
@@ -181,24 +180,6 @@ engram_status_t engram_mlx5_get(engram_transport_t *t, int queue, int peer, engr
     return ENGRAM_OK;
 }
 
-static engram_status_t request_take(mlx5_queue_t *q, int queue, engram_request_t **out)
-{
-    if (q->free_reqs == NULL) {
-        mlx5_request_block_t *b = calloc(1, sizeof(*b));
-        if (b == NULL)
-            return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5dv flush: out of memory for requests on queue %d", queue);
-        b->next = q->blocks;
-        q->blocks = b;
-        for (size_t i = 0; i < sizeof(b->reqs) / sizeof(b->reqs[0]); i++) {
-            b->reqs[i].next_free = q->free_reqs;
-            q->free_reqs = &b->reqs[i];
-        }
-    }
-    *out = q->free_reqs;
-    q->free_reqs = (*out)->next_free;
-    return ENGRAM_OK;
-}
-
 engram_status_t engram_mlx5_flush(engram_transport_t *t, int queue, int peer, engram_request_t **req)
 {
     if (t == NULL || req == NULL)
@@ -213,15 +194,13 @@ engram_status_t engram_mlx5_flush(engram_transport_t *t, int queue, int peer, en
     engram_status_t st = c->pi - c->done >= c->window ? conn_make_room(t, c) : ENGRAM_OK;
     if (st != ENGRAM_OK)
         return st;
-    engram_request_t *r = NULL;
-    st = request_take(q, queue, &r);
-    if (st != ENGRAM_OK)
-        return st;
+    engram_request_t *r = engram_free_list_take(&q->reqs);
+    if (r == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5dv flush: out of memory for requests on queue %d", queue);
     engram_mlx5_wqe_fence_nop(wqe_slot(c, c->pi), (uint16_t)c->pi, c->rings.qpn);
     c->pi++;
     c->unsignaled = 0;
     conn_ring(t, c);
-    r->next_free = NULL;
     r->conn = c;
     r->seq = c->pi;
     *req = r;
@@ -245,7 +224,5 @@ void engram_mlx5_request_free(engram_transport_t *t, engram_request_t *req)
 {
     if (t == NULL || req == NULL)
         return;
-    mlx5_queue_t *q = &t->queues[req->conn->queue];
-    req->next_free = q->free_reqs;
-    q->free_reqs = req;
+    engram_free_list_put(&t->queues[req->conn->queue].reqs, req);
 }

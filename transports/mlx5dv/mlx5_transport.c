@@ -45,10 +45,7 @@ static void queues_free(engram_transport_t *t)
             if (mq->conns[p].qp != NULL)
                 t->rings->qp_destroy(t->dev, mq->conns[p].qp);
         free(mq->conns);
-        for (mlx5_request_block_t *b = mq->blocks, *next; b != NULL; b = next) {
-            next = b->next;
-            free(b);
-        }
+        engram_free_list_destroy(&mq->reqs);
     }
     free(t->queues);
 }
@@ -61,6 +58,7 @@ static engram_status_t queues_create(engram_transport_t *t, engram_mlx5_qp_addr_
     memset(t->queues, 0, (size_t)MLX5_QUEUES * sizeof(mlx5_queue_t));
     t->nqueues = MLX5_QUEUES;
     for (int q = 0; q < t->nqueues; q++) {
+        engram_free_list_init(&t->queues[q].reqs, sizeof(engram_request_t), MLX5_REQUEST_BLOCK);
         t->queues[q].conns = calloc((size_t)t->npeers, sizeof(mlx5_conn_t));
         if (t->queues[q].conns == NULL)
             return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5dv open: out of memory for %d connections", t->npeers);
