@@ -62,6 +62,20 @@ typedef struct engram_transport_caps {
     int max_outstanding;      /* gets in flight per queue before get blocks on progress */
 } engram_transport_caps_t;
 
+/* A check of what the caller guarantees: a get's offsets lie inside its
+ * regions because the engram layer derives them from the table's agreed
+ * shape (the shard holds entries_per_rank rows, a fetch at most max_tokens
+ * tokens), so it checks them once, when the table is created and at each
+ * fetch. Transports keep their own bounds checks as debug aids:
+ * ENGRAM_DEBUG_CHECK(cond) is cond in debug builds and 0 (compiled out) in
+ * release builds (NDEBUG: bazel build --config=release). */
+#ifdef NDEBUG
+#define ENGRAM_DEBUG_CHECKS 0
+#else
+#define ENGRAM_DEBUG_CHECKS 1
+#endif
+#define ENGRAM_DEBUG_CHECK(cond) (ENGRAM_DEBUG_CHECKS && (cond))
+
 typedef struct engram_transport_ops {
     size_t size; /* sizeof(engram_transport_ops_t) at the time the backend was built */
     const char *name;
@@ -79,7 +93,8 @@ typedef struct engram_transport_ops {
     engram_status_t (*reg_local)(engram_transport_t *t, engram_segment_t *seg, engram_region_t **out);
     void (*dereg)(engram_transport_t *t, engram_region_t *region);
     /* Copy `len` bytes from the peer's region at remote_off into the local
-     * region at local_off. Offsets are bounds-checked against the regions. */
+     * region at local_off. The caller keeps both ranges inside their
+     * regions; transports check that only as ENGRAM_DEBUG_CHECK (below). */
     engram_status_t (*get)(engram_transport_t *t, int queue, int peer, engram_region_t *remote, uint64_t remote_off,
                            engram_region_t *local, uint64_t local_off, size_t len, unsigned flags);
     /* Complete every get issued on (queue, peer) so far; *req is tested. */

@@ -394,8 +394,8 @@ static engram_status_t loopback_get(engram_transport_t *t, int queue, int peer, 
      * wrap because each follows the compare that bounds it. */
     if (__builtin_expect((unsigned)queue >= (unsigned)t->nqueues || remote == NULL || local == NULL ||
                              local->dst == NULL || (unsigned)peer >= (unsigned)remote->npeers ||
-                             remote_off > remote->size || len > remote->size - remote_off ||
-                             local_off > local->size || len > local->size - local_off,
+                             ENGRAM_DEBUG_CHECK(remote_off > remote->size || len > remote->size - remote_off ||
+                                                local_off > local->size || len > local->size - local_off),
                          0))
         return get_refused(t, queue, peer, remote, remote_off, local, local_off, len);
     loopback_queue_t *q = &t->queues[queue];

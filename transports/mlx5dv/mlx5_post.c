@@ -157,8 +157,9 @@ engram_status_t engram_mlx5_get(engram_transport_t *t, int queue, int peer, engr
      * follows the compare that bounds it. */
     if (__builtin_expect((unsigned)queue >= (unsigned)t->nqueues || remote == NULL || local == NULL ||
                              local->npeers != 0 || (unsigned)peer >= (unsigned)remote->npeers || len == 0 ||
-                             len > INT32_MAX || remote_off > remote->size || len > remote->size - remote_off ||
-                             local_off > local->size || len > local->size - local_off ||
+                             len > INT32_MAX ||
+                             ENGRAM_DEBUG_CHECK(remote_off > remote->size || len > remote->size - remote_off ||
+                                                local_off > local->size || len > local->size - local_off) ||
                              t->queues[queue].conns[peer].error != ENGRAM_OK,
                          0))
         return get_refused(t, queue, peer, remote, remote_off, local, local_off, len);

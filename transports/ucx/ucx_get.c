@@ -94,10 +94,10 @@ static engram_status_t get_locked(engram_transport_t *t, int queue, int peer, en
     engram_status_t st;
     if (remote == NULL || local == NULL || !remote->symmetric)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx get: need a symmetric remote region and a local region");
-    if (out_of_bounds(remote_off, len, remote->remote_size))
+    if (ENGRAM_DEBUG_CHECK(out_of_bounds(remote_off, len, remote->remote_size)))
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx get: remote bytes [%llu, +%zu) exceed the peer's %zu-byte "
                             "region", (unsigned long long)remote_off, len, remote->remote_size);
-    if (out_of_bounds(local_off, len, local->local_size))
+    if (ENGRAM_DEBUG_CHECK(out_of_bounds(local_off, len, local->local_size)))
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx get: local bytes [%llu, +%zu) exceed the %zu-byte "
                             "destination", (unsigned long long)local_off, len, local->local_size);
     int rank = engram_ucx_peer_rank(t, remote->span, peer);
@@ -254,7 +254,8 @@ engram_status_t engram_ucx_get(engram_transport_t *t, int queue, int peer, engra
      * the negative cases in. */
     if (t != NULL && (unsigned)queue < (unsigned)t->nqueues && remote != NULL && local != NULL &&
         remote->direct != NULL && (unsigned)peer < (unsigned)remote->npeers && remote->direct[peer] != NULL &&
-        !out_of_bounds(remote_off, len, remote->remote_size) && !out_of_bounds(local_off, len, local->local_size)) {
+        !ENGRAM_DEBUG_CHECK(out_of_bounds(remote_off, len, remote->remote_size) ||
+                            out_of_bounds(local_off, len, local->local_size))) {
         ucx_queue_t *q = &t->queues[queue];
         engram_held_copy_t *h = &q->held[q->nheld++];
         h->dst = local->local_base + local_off;
