@@ -21,6 +21,7 @@
 #include "hal/config_keys.h"
 #include "hal/gpu_launcher.h"
 #include "hal/group.h"
+#include "hal/log.h"
 #include "hal/segment.h"
 #include "hal/status.h"
 
@@ -75,6 +76,30 @@ typedef struct engram_transport_caps {
 #define ENGRAM_DEBUG_CHECKS 1
 #endif
 #define ENGRAM_DEBUG_CHECK(cond) (ENGRAM_DEBUG_CHECKS && (cond))
+
+/* Whether [off, off + len) lies inside `size` bytes (no overflow). */
+static inline bool engram_range_inside(uint64_t off, size_t len, uint64_t size)
+{
+    return off <= size && len <= size - off;
+}
+
+/* A get's bounds, checked and worded once for every transport: OK, or
+ * ENGRAM_ERR_INVALID naming the side, offset, length and region size
+ * ("<who> get: remote offset ... exceeds the remote region's N bytes").
+ * For the transports' refused (cold) paths. */
+static inline engram_status_t engram_get_bounds_status(const char *who, uint64_t remote_off, uint64_t remote_size,
+                                                       uint64_t local_off, uint64_t local_size, size_t len)
+{
+    if (!engram_range_inside(remote_off, len, remote_size))
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s get: remote offset %llu + length %zu exceeds the remote "
+                            "region's %llu bytes", who, (unsigned long long)remote_off, len,
+                            (unsigned long long)remote_size);
+    if (!engram_range_inside(local_off, len, local_size))
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s get: local offset %llu + length %zu exceeds the local "
+                            "region's %llu bytes", who, (unsigned long long)local_off, len,
+                            (unsigned long long)local_size);
+    return ENGRAM_OK;
+}
 
 typedef struct engram_transport_ops {
     size_t size; /* sizeof(engram_transport_ops_t) at the time the backend was built */

@@ -378,24 +378,18 @@ static __attribute__((cold, noinline)) engram_status_t get_refused(const engram_
                             "reg_local destination");
     if (peer < 0 || peer >= remote->npeers)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "loopback get: peer %d out of range [0, %d)", peer, remote->npeers);
-    if (remote_off > remote->size || len > remote->size - remote_off)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "loopback get: remote offset %llu + length %zu exceeds the remote "
-                            "region's %llu bytes", (unsigned long long)remote_off, len,
-                            (unsigned long long)remote->size);
-    return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "loopback get: local offset %llu + length %zu exceeds the local "
-                        "region's %llu bytes", (unsigned long long)local_off, len, (unsigned long long)local->size);
+    return engram_get_bounds_status("loopback", remote_off, remote->size, local_off, local->size, len);
 }
 
 static engram_status_t loopback_get(engram_transport_t *t, int queue, int peer, engram_region_t *remote,
                                     uint64_t remote_off, engram_region_t *local, uint64_t local_off, size_t len,
                                     unsigned flags)
 {
-    /* Unsigned compares fold the negative cases in; the subtractions cannot
-     * wrap because each follows the compare that bounds it. */
+    /* Unsigned compares fold the negative cases in. */
     if (__builtin_expect((unsigned)queue >= (unsigned)t->nqueues || remote == NULL || local == NULL ||
                              local->dst == NULL || (unsigned)peer >= (unsigned)remote->npeers ||
-                             ENGRAM_DEBUG_CHECK(remote_off > remote->size || len > remote->size - remote_off ||
-                                                local_off > local->size || len > local->size - local_off),
+                             ENGRAM_DEBUG_CHECK(!engram_range_inside(remote_off, len, remote->size) ||
+                                                !engram_range_inside(local_off, len, local->size)),
                          0))
         return get_refused(t, queue, peer, remote, remote_off, local, local_off, len);
     loopback_queue_t *q = &t->queues[queue];

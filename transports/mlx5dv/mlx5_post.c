@@ -137,14 +137,11 @@ static __attribute__((cold, noinline)) engram_status_t get_refused(const engram_
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv get: peer %d out of range [0, %d)", peer, remote->npeers);
     if (len == 0 || len > INT32_MAX)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv get: length %zu outside [1, 2^31)", len);
-    if (remote_off > remote->size || len > remote->size - remote_off)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv get: remote offset %llu + length %zu exceeds the remote "
-                            "region's %llu bytes", (unsigned long long)remote_off, len,
-                            (unsigned long long)remote->size);
-    if (local_off > local->size || len > local->size - local_off)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv get: local offset %llu + length %zu exceeds the local "
-                            "region's %llu bytes", (unsigned long long)local_off, len,
-                            (unsigned long long)local->size);
+    engram_status_t st = ENGRAM_DEBUG_CHECKS ? engram_get_bounds_status("mlx5dv", remote_off, remote->size, local_off,
+                                                                      local->size, len)
+                                             : ENGRAM_OK;
+    if (st != ENGRAM_OK)
+        return st;
     return ENGRAM_ERROR(t->queues[queue].conns[peer].error, "mlx5dv get: queue %d peer %d is in error after an "
                         "earlier failure", queue, peer);
 }
@@ -153,13 +150,12 @@ engram_status_t engram_mlx5_get(engram_transport_t *t, int queue, int peer, engr
                                 uint64_t remote_off, engram_region_t *local, uint64_t local_off, size_t len,
                                 unsigned flags)
 {
-    /* Unsigned compares fold the negative cases in; each subtraction
-     * follows the compare that bounds it. */
+    /* Unsigned compares fold the negative cases in. */
     if (__builtin_expect((unsigned)queue >= (unsigned)t->nqueues || remote == NULL || local == NULL ||
                              local->npeers != 0 || (unsigned)peer >= (unsigned)remote->npeers || len == 0 ||
                              len > INT32_MAX ||
-                             ENGRAM_DEBUG_CHECK(remote_off > remote->size || len > remote->size - remote_off ||
-                                                local_off > local->size || len > local->size - local_off) ||
+                             ENGRAM_DEBUG_CHECK(!engram_range_inside(remote_off, len, remote->size) ||
+                                                !engram_range_inside(local_off, len, local->size)) ||
                              t->queues[queue].conns[peer].error != ENGRAM_OK,
                          0))
         return get_refused(t, queue, peer, remote, remote_off, local, local_off, len);
