@@ -15,6 +15,7 @@
 
 #include "hal/group.h"
 #include "hal/group_fork_wire.h"
+#include "hal/group_provider.h"
 #include "hal/testdata/check_error.h"
 
 #define MAX_ROUNDS 15
@@ -120,7 +121,7 @@ static void read_all(int fd, void *buf, size_t len)
 /* Rank n-1's allgather, sent slowly over the group's socket. */
 static void trickle_allgather(engram_group_t *g, const uint64_t *send, uint64_t *recv, size_t bytes)
 {
-    int fd = fork_rank_fd(g), n = engram_group_size(g);
+    int fd = ((const fork_rank_t *)g->provider)->fd, n = engram_group_size(g);
     fork_request_t req = {.op = FORK_OP_ALLGATHER, .rank = n - 1, .bytes = bytes, .timeout_ms = SLOW_TIMEOUT_MS};
     write_all(fd, &req, sizeof(req));
     for (int c = 0; c < SLOW_CHUNKS; c++) {

@@ -18,12 +18,6 @@
 #include "hal/group_provider.h"
 #include "hal/log.h"
 
-typedef struct fork_rank {
-    int fd;
-    engram_status_t failed;
-    char reason[FORK_REASON_MAX + 64];
-} fork_rank_t;
-
 typedef engram_status_t (*io_fn)(int fd, void *head, size_t head_len, void *body, size_t body_len, size_t *done);
 
 static engram_status_t send_adapter(int fd, void *head, size_t head_len, void *body, size_t body_len, size_t *done)
@@ -162,12 +156,6 @@ static const engram_group_ops_t fork_ops = {
     .barrier = fork_barrier,
     .destroy = fork_destroy,
 };
-
-int fork_rank_fd(const engram_group_t *g)
-{
-    const fork_rank_t *self = g->provider;
-    return self->fd;
-}
 
 engram_status_t fork_rank_group_create(int fd, int rank, int size, int local_size, engram_group_t **out)
 {

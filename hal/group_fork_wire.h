@@ -64,8 +64,13 @@ engram_status_t fork_recv_some(int fd, void *head, size_t head_len, void *body, 
 /* The group a forked rank gets, speaking to the launcher over `fd` (owned
  * by the group from then on, even on failure). */
 engram_status_t fork_rank_group_create(int fd, int rank, int size, int local_size, engram_group_t **out);
-/* The socket such a group speaks over, for tests that play a rank by hand. */
-int fork_rank_fd(const engram_group_t *g);
+/* Such a group's provider state (g->provider); tests that play a rank by
+ * hand take the socket from it. */
+typedef struct fork_rank {
+    int fd;
+    engram_status_t failed;
+    char reason[FORK_REASON_MAX + 64];
+} fork_rank_t;
 
 /* Relays the children's collectives until every child has been reaped;
  * fills their exit codes. A child that leaves while others need it fails

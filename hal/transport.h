@@ -21,6 +21,7 @@
 #include "hal/config_view.h"
 #include "hal/gpu_launcher.h"
 #include "hal/group.h"
+#include "hal/log.h"
 #include "hal/segment.h"
 #include "hal/status.h"
 
@@ -62,6 +63,44 @@ typedef struct engram_transport_caps {
     int max_outstanding;      /* gets in flight per queue before get blocks on progress */
 } engram_transport_caps_t;
 
+/* A check of what the caller guarantees: a get's offsets lie inside its
+ * regions because the engram layer derives them from the table's agreed
+ * shape (the shard holds entries_per_rank rows, a fetch at most max_tokens
+ * tokens), so it checks them once, when the table is created and at each
+ * fetch. Transports keep their own bounds checks as debug aids:
+ * ENGRAM_DEBUG_CHECK(cond) is cond in debug builds and 0 (compiled out) in
+ * release builds (NDEBUG: bazel build --config=release). */
+#ifdef NDEBUG
+#define ENGRAM_DEBUG_CHECKS 0
+#else
+#define ENGRAM_DEBUG_CHECKS 1
+#endif
+#define ENGRAM_DEBUG_CHECK(cond) (ENGRAM_DEBUG_CHECKS && (cond))
+
+/* Whether [off, off + len) lies inside `size` bytes (no overflow). */
+static inline bool engram_range_inside(uint64_t off, size_t len, uint64_t size)
+{
+    return off <= size && len <= size - off;
+}
+
+/* A get's bounds, checked and worded once for every transport: OK, or
+ * ENGRAM_ERR_INVALID naming the side, offset, length and region size
+ * ("<who> get: remote offset ... exceeds the remote region's N bytes").
+ * For the transports' refused (cold) paths. */
+static inline engram_status_t engram_get_bounds_status(const char *who, uint64_t remote_off, uint64_t remote_size,
+                                                       uint64_t local_off, uint64_t local_size, size_t len)
+{
+    if (!engram_range_inside(remote_off, len, remote_size))
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s get: remote offset %llu + length %zu exceeds the remote "
+                            "region's %llu bytes", who, (unsigned long long)remote_off, len,
+                            (unsigned long long)remote_size);
+    if (!engram_range_inside(local_off, len, local_size))
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s get: local offset %llu + length %zu exceeds the local "
+                            "region's %llu bytes", who, (unsigned long long)local_off, len,
+                            (unsigned long long)local_size);
+    return ENGRAM_OK;
+}
+
 typedef struct engram_transport_ops {
     size_t size; /* sizeof(engram_transport_ops_t) at the time the backend was built */
     const char *name;
@@ -81,7 +120,8 @@ typedef struct engram_transport_ops {
     engram_status_t (*reg_local)(engram_transport_t *t, engram_segment_t *seg, engram_region_t **out);
     void (*dereg)(engram_transport_t *t, engram_region_t *region);
     /* Copy `len` bytes from the peer's region at remote_off into the local
-     * region at local_off. Offsets are bounds-checked against the regions. */
+     * region at local_off. The caller keeps both ranges inside their
+     * regions; transports check that only as ENGRAM_DEBUG_CHECK (below). */
     engram_status_t (*get)(engram_transport_t *t, int queue, int peer, engram_region_t *remote, uint64_t remote_off,
                            engram_region_t *local, uint64_t local_off, size_t len, unsigned flags);
     /* Complete every get issued on (queue, peer) so far; *req is tested. */

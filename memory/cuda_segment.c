@@ -6,58 +6,24 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
-#include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "hal/log.h"
+#include "memory/cuda_driver.h"
 
-#define CU_FUNCS(X)                                                                                     \
-    X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetAttribute) X(cuDeviceCanAccessPeer)                  \
-    X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease) X(cuMemExportToShareableHandle)      \
-    X(cuMemImportFromShareableHandle) X(cuMemGetAllocationPropertiesFromHandle) X(cuMemAddressReserve)   \
-    X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuGetErrorString)
-
-#define CU_FIELD(f) __typeof__(&f) f;
-static struct {
-    CU_FUNCS(CU_FIELD)
-} drv;
-static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
-static char drv_failure[256]; /* empty when every entry point was found */
-
-static void drv_load(void)
-{
-    cudaError_t ce = cudaFree(NULL); /* initializes the runtime, the driver and the current device */
-    if (ce != cudaSuccess) {
-        snprintf(drv_failure, sizeof(drv_failure), "CUDA runtime unavailable: %s", cudaGetErrorString(ce));
-        return;
-    }
-#define CU_LOAD(f)                                                                                         \
-    {                                                                                                      \
-        enum cudaDriverEntryPointQueryResult q;                                                            \
-        if (drv_failure[0] == 0 &&                                                                         \
-            (cudaGetDriverEntryPointByVersion(#f, (void **)&drv.f, 12000, cudaEnableDefault, &q) != cudaSuccess || \
-             q != cudaDriverEntryPointSuccess))                                                            \
-            snprintf(drv_failure, sizeof(drv_failure), "CUDA driver has no entry point %s", #f);           \
-    }
-    CU_FUNCS(CU_LOAD)
-}
-
+/* Every path that reaches a driver call went through this first (a
+ * segment exists only after one). */
 static engram_status_t drv_ready(void)
 {
-    pthread_once(&drv_once, drv_load);
-    if (drv_failure[0] != 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "cuda segment: %s", drv_failure);
+    cudaError_t ce = cudaFree(NULL); /* initializes the runtime, the driver and the current device */
+    if (ce != cudaSuccess)
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "cuda segment: CUDA runtime unavailable: %s",
+                            cudaGetErrorString(ce));
+    const char *why = NULL;
+    if (!engram_cu_driver_load(&why))
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "cuda segment: %s", why);
     return ENGRAM_OK;
-}
-
-static const char *cu_str(CUresult r)
-{
-    const char *s = NULL;
-    if (drv.cuGetErrorString(r, &s) != CUDA_SUCCESS || s == NULL)
-        return "unknown CUDA error";
-    return s;
 }
 
 typedef struct cuda_segment {
@@ -75,9 +41,9 @@ static engram_status_t resolve_device(int requested, CUdevice *dev, int *ordinal
         if (ce != cudaSuccess)
             return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "cuda segment: no current device: %s", cudaGetErrorString(ce));
     }
-    CUresult r = drv.cuDeviceGet(dev, ord);
+    CUresult r = engram_cu.cuDeviceGet(dev, ord);
     if (r != CUDA_SUCCESS)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "cuda segment: device %d: %s", ord, cu_str(r));
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "cuda segment: device %d: %s", ord, engram_cu_str(r));
     *ordinal = ord;
     return ENGRAM_OK;
 }
@@ -85,14 +51,14 @@ static engram_status_t resolve_device(int requested, CUdevice *dev, int *ordinal
 static int dev_attr(CUdevice dev, CUdevice_attribute a)
 {
     int v = 0;
-    return drv.cuDeviceGetAttribute(&v, a, dev) == CUDA_SUCCESS ? v : 0;
+    return engram_cu.cuDeviceGetAttribute(&v, a, dev) == CUDA_SUCCESS ? v : 0;
 }
 
 /* The GPU's host NUMA node; 0 where the system has no NUMA (cuMemCreate's rule). */
 static int gpu_numa_node(CUdevice dev)
 {
     int v = -1;
-    if (drv.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, dev) != CUDA_SUCCESS || v < 0)
+    if (engram_cu.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, dev) != CUDA_SUCCESS || v < 0)
         return 0;
     return v;
 }
@@ -109,10 +75,10 @@ static CUmemAllocationProp make_prop(engram_mem_kind_t kind, int ordinal, int nu
 
 static engram_status_t prop_granularity(const CUmemAllocationProp *p, size_t *out)
 {
-    CUresult r = drv.cuMemGetAllocationGranularity(out, p, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    CUresult r = engram_cu.cuMemGetAllocationGranularity(out, p, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     if (r != CUDA_SUCCESS)
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "cuda segment: allocation granularity (location type %d): %s",
-                            (int)p->location.type, cu_str(r));
+                            (int)p->location.type, engram_cu_str(r));
     return ENGRAM_OK;
 }
 
@@ -145,10 +111,10 @@ engram_status_t engram_cuda_reserve(size_t bytes, void **out)
     if (st != ENGRAM_OK)
         return st;
     CUdeviceptr p = 0;
-    CUresult r = drv.cuMemAddressReserve(&p, bytes, gran, 0, 0);
+    CUresult r = engram_cu.cuMemAddressReserve(&p, bytes, gran, 0, 0);
     if (r != CUDA_SUCCESS)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cuda segment: reserving %zu bytes of address space: %s", bytes,
-                            cu_str(r));
+                            engram_cu_str(r));
     *out = (void *)(uintptr_t)p;
     return ENGRAM_OK;
 }
@@ -156,7 +122,7 @@ engram_status_t engram_cuda_reserve(size_t bytes, void **out)
 void engram_cuda_unreserve(void *addr, size_t bytes)
 {
     if (addr != NULL)
-        drv.cuMemAddressFree((CUdeviceptr)(uintptr_t)addr, bytes);
+        engram_cu.cuMemAddressFree((CUdeviceptr)(uintptr_t)addr, bytes);
 }
 
 /* Access for every local GPU that can reach the memory, and for the CPU
@@ -167,9 +133,9 @@ static engram_status_t set_access(CUdeviceptr addr, size_t size, const CUmemAllo
     static int cpu_access_logged;
     CUmemAccess_flags flags = read_only ? CU_MEM_ACCESS_FLAGS_PROT_READ : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     int count = 0;
-    CUresult r = drv.cuDeviceGetCount(&count);
+    CUresult r = engram_cu.cuDeviceGetCount(&count);
     if (r != CUDA_SUCCESS)
-        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "cuda segment: device count: %s", cu_str(r));
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "cuda segment: device count: %s", engram_cu_str(r));
     CUmemAccessDesc *desc = calloc((size_t)count + 1, sizeof(*desc));
     if (desc == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cuda segment: out of memory for %d access descriptors", count + 1);
@@ -178,7 +144,7 @@ static engram_status_t set_access(CUdeviceptr addr, size_t size, const CUmemAllo
     for (int d = 0; d < count; d++) {
         int peer = 1;
         if (device_mem && d != p->location.id)
-            drv.cuDeviceCanAccessPeer(&peer, d, p->location.id);
+            engram_cu.cuDeviceCanAccessPeer(&peer, d, p->location.id);
         if (peer) {
             desc[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
             desc[n].location.id = d;
@@ -190,15 +156,15 @@ static engram_status_t set_access(CUdeviceptr addr, size_t size, const CUmemAllo
         desc[n].location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
         desc[n].location.id = p->location.id;
         desc[n].flags = flags;
-        r = drv.cuMemSetAccess(addr, size, desc, (size_t)n + 1);
+        r = engram_cu.cuMemSetAccess(addr, size, desc, (size_t)n + 1);
         if (r == CUDA_SUCCESS)
             goto free_desc;
         if (__atomic_exchange_n(&cpu_access_logged, 1, __ATOMIC_RELAXED) == 0)
-            ENGRAM_INFO("cuda segment: no CPU access to HOST_NUMA mappings (%s); GPUs only", cu_str(r));
+            ENGRAM_INFO("cuda segment: no CPU access to HOST_NUMA mappings (%s); GPUs only", engram_cu_str(r));
     }
-    r = drv.cuMemSetAccess(addr, size, desc, (size_t)n);
+    r = engram_cu.cuMemSetAccess(addr, size, desc, (size_t)n);
     if (r != CUDA_SUCCESS)
-        st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "cuda segment: granting access to %d GPUs: %s", n, cu_str(r));
+        st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "cuda segment: granting access to %d GPUs: %s", n, engram_cu_str(r));
 free_desc:
     free(desc);
     return st;
@@ -208,13 +174,13 @@ free_desc:
 static engram_status_t map_at(CUmemGenericAllocationHandle h, CUdeviceptr addr, size_t size,
                               const CUmemAllocationProp *p, bool read_only)
 {
-    CUresult r = drv.cuMemMap(addr, size, 0, h, 0);
+    CUresult r = engram_cu.cuMemMap(addr, size, 0, h, 0);
     if (r != CUDA_SUCCESS)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cuda segment: mapping %zu bytes at %#llx: %s", size,
-                            (unsigned long long)addr, cu_str(r));
+                            (unsigned long long)addr, engram_cu_str(r));
     engram_status_t st = set_access(addr, size, p, read_only);
     if (st != ENGRAM_OK)
-        drv.cuMemUnmap(addr, size);
+        engram_cu.cuMemUnmap(addr, size);
     return st;
 }
 
@@ -276,16 +242,16 @@ static engram_status_t cuda_alloc(engram_mem_kind_t kind, const engram_segment_p
     cuda_segment_t *cs = calloc(1, sizeof(*cs));
     if (cs == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cuda segment alloc: out of memory for the descriptor");
-    CUresult r = drv.cuMemCreate(&cs->handle, size, &prop, 0);
+    CUresult r = engram_cu.cuMemCreate(&cs->handle, size, &prop, 0);
     if (r != CUDA_SUCCESS) {
         st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cuda segment alloc: cuMemCreate of %zu bytes (%s %d): %s", size,
-                          kind == ENGRAM_MEM_CUDA_DEVICE ? "device" : "host NUMA node", prop.location.id, cu_str(r));
+                          kind == ENGRAM_MEM_CUDA_DEVICE ? "device" : "host NUMA node", prop.location.id, engram_cu_str(r));
         goto free_cs;
     }
     CUdeviceptr addr = 0;
-    r = drv.cuMemAddressReserve(&addr, size, gran, 0, 0);
+    r = engram_cu.cuMemAddressReserve(&addr, size, gran, 0, 0);
     if (r != CUDA_SUCCESS) {
-        st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cuda segment alloc: reserving %zu bytes: %s", size, cu_str(r));
+        st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cuda segment alloc: reserving %zu bytes: %s", size, engram_cu_str(r));
         goto release_handle;
     }
     st = map_at(cs->handle, addr, size, &prop, false);
@@ -298,9 +264,9 @@ static engram_status_t cuda_alloc(engram_mem_kind_t kind, const engram_segment_p
     *out = &cs->seg;
     return ENGRAM_OK;
 free_range:
-    drv.cuMemAddressFree(addr, size);
+    engram_cu.cuMemAddressFree(addr, size);
 release_handle:
-    drv.cuMemRelease(cs->handle);
+    engram_cu.cuMemRelease(cs->handle);
 free_cs:
     free(cs);
     return st;
@@ -325,10 +291,10 @@ static engram_status_t cuda_export_fd(engram_segment_t *seg, int *fd)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "cuda segment export: an imported segment cannot be re-exported");
     if (cs->fd < 0) {
         int handle_fd = -1;
-        CUresult r = drv.cuMemExportToShareableHandle(&handle_fd, cs->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+        CUresult r = engram_cu.cuMemExportToShareableHandle(&handle_fd, cs->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
                                                       0);
         if (r != CUDA_SUCCESS)
-            return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "cuda segment export: %s", cu_str(r));
+            return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "cuda segment export: %s", engram_cu_str(r));
         cs->fd = handle_fd;
     }
     *fd = cs->fd;
@@ -345,18 +311,12 @@ static engram_status_t cuda_import_fd(int fd, size_t bytes, bool read_only, void
     cuda_segment_t *cs = calloc(1, sizeof(*cs));
     if (cs == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cuda segment import: out of memory for the descriptor");
-    CUresult r = drv.cuMemImportFromShareableHandle(&cs->handle, (void *)(uintptr_t)fd,
-                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-    if (r != CUDA_SUCCESS) {
-        st = ENGRAM_ERROR(ENGRAM_ERR_INVALID, "cuda segment import: fd %d: %s", fd, cu_str(r));
-        goto free_cs;
-    }
-    CUmemAllocationProp prop = {0};
+    CUmemAllocationProp prop;
     size_t gran = 0, size = 0;
-    r = drv.cuMemGetAllocationPropertiesFromHandle(&prop, cs->handle);
+    CUresult r = engram_cu_import_fd(fd, &cs->handle, &prop);
     if (r != CUDA_SUCCESS) {
-        st = ENGRAM_ERROR(ENGRAM_ERR_INVALID, "cuda segment import: properties of fd %d: %s", fd, cu_str(r));
-        goto release_handle;
+        st = ENGRAM_ERROR(ENGRAM_ERR_INVALID, "cuda segment import: fd %d: %s", fd, engram_cu_str(r));
+        goto free_cs;
     }
     st = prop_granularity(&prop, &gran);
     if (st == ENGRAM_OK)
@@ -368,9 +328,9 @@ static engram_status_t cuda_import_fd(int fd, size_t bytes, bool read_only, void
         goto release_handle;
     CUdeviceptr addr = (CUdeviceptr)(uintptr_t)fixed_addr;
     if (fixed_addr == NULL) {
-        r = drv.cuMemAddressReserve(&addr, size, gran, 0, 0);
+        r = engram_cu.cuMemAddressReserve(&addr, size, gran, 0, 0);
         if (r != CUDA_SUCCESS) {
-            st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cuda segment import: reserving %zu bytes: %s", size, cu_str(r));
+            st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cuda segment import: reserving %zu bytes: %s", size, engram_cu_str(r));
             goto release_handle;
         }
     }
@@ -389,9 +349,9 @@ static engram_status_t cuda_import_fd(int fd, size_t bytes, bool read_only, void
     return ENGRAM_OK;
 free_range:
     if (fixed_addr == NULL)
-        drv.cuMemAddressFree(addr, size);
+        engram_cu.cuMemAddressFree(addr, size);
 release_handle:
-    drv.cuMemRelease(cs->handle);
+    engram_cu.cuMemRelease(cs->handle);
 free_cs:
     free(cs);
     return st;
@@ -403,10 +363,10 @@ static void cuda_free(engram_segment_t *seg)
         return;
     cuda_segment_t *cs = seg->priv;
     CUdeviceptr addr = (CUdeviceptr)(uintptr_t)seg->addr;
-    drv.cuMemUnmap(addr, seg->size);
+    engram_cu.cuMemUnmap(addr, seg->size);
     if (cs->own_range)
-        drv.cuMemAddressFree(addr, seg->size);
-    drv.cuMemRelease(cs->handle);
+        engram_cu.cuMemAddressFree(addr, seg->size);
+    engram_cu.cuMemRelease(cs->handle);
     if (cs->fd >= 0)
         close(cs->fd);
     free(cs);

@@ -14,28 +14,24 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "hal/host_id.h"
 #include "hal/log.h"
+#include "memory/fd_pass.h"
 
-#define FD_NAME_LEN 48
-#define FD_BIND_ATTEMPTS 8
 /* Pause before retrying a connect that found the listener's backlog full. */
 #define FD_RETRY_MS 5
 
 typedef struct fd_record {
-    char name[FD_NAME_LEN]; /* abstract socket name, without the leading NUL */
+    char name[ENGRAM_FD_PASS_NAME_LEN]; /* abstract socket name, without the leading NUL */
     int32_t pid;
     int32_t status; /* OK, or why this rank cannot take part */
     char boot_id[ENGRAM_BOOT_ID_LEN];
@@ -64,49 +60,17 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static socklen_t abstract_addr(struct sockaddr_un *addr, const char *name)
-{
-    memset(addr, 0, sizeof(*addr));
-    addr->sun_family = AF_UNIX;
-    size_t len = strlen(name);
-    memcpy(addr->sun_path + 1, name, len);
-    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
-}
-
 static uint64_t ns_inode(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
-static engram_status_t listen_random(int backlog, int *out_fd, char name[FD_NAME_LEN])
+static engram_status_t listen_random(int backlog, int *out_fd, char name[ENGRAM_FD_PASS_NAME_LEN])
 {
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_IO, "fd share: socket: %s", strerror(errno));
-    for (int attempt = 0; attempt < FD_BIND_ATTEMPTS; attempt++) {
-        uint64_t rnd[2];
-        if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
-            close(fd);
-            return ENGRAM_ERROR(ENGRAM_ERR_IO, "fd share: getrandom: %s", strerror(errno));
-        }
-        snprintf(name, FD_NAME_LEN, "engram-fd-%016llx%016llx", (unsigned long long)rnd[0],
-                 (unsigned long long)rnd[1]);
-        struct sockaddr_un addr;
-        socklen_t len = abstract_addr(&addr, name);
-        if (bind(fd, (struct sockaddr *)&addr, len) == 0) {
-            if (listen(fd, backlog) != 0)
-                break;
-            *out_fd = fd;
-            return ENGRAM_OK;
-        }
-        if (errno != EADDRINUSE)
-            break;
-    }
-    engram_status_t st = ENGRAM_ERROR(ENGRAM_ERR_IO, "fd share: cannot listen on an abstract socket: %s",
-                                      strerror(errno));
-    close(fd);
-    return st;
+    int err = engram_fd_pass_listen(SOCK_STREAM | SOCK_NONBLOCK, "engram-fd-", backlog, out_fd, name);
+    return err == 0 ? ENGRAM_OK
+                    : ENGRAM_ERROR(ENGRAM_ERR_IO, "fd share: cannot listen on an abstract socket: %s", strerror(err));
 }
 
 /* Step 1 for this rank: its record, with the reason it cannot take part. */
@@ -133,13 +97,6 @@ static int same_host(const fd_record_t *a, const fd_record_t *b)
     return strcmp(a->boot_id, b->boot_id) == 0 && a->netns == b->netns && a->pidns == b->pidns;
 }
 
-static pid_t peer_pid(int fd)
-{
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 ? cred.pid : -1;
-}
-
 /* Accept one connection; send our fd if it comes from a member of this host
  * we have not served yet, refuse it otherwise. */
 static engram_status_t serve_one(fd_exchange_t *x)
@@ -149,7 +106,7 @@ static engram_status_t serve_one(fd_exchange_t *x)
         return errno == EAGAIN || errno == EINTR || errno == ECONNABORTED
                    ? ENGRAM_OK
                    : ENGRAM_ERROR(ENGRAM_ERR_IO, "fd share on rank %d: accept: %s", x->me, strerror(errno));
-    pid_t pid = peer_pid(c);
+    pid_t pid = engram_fd_pass_peer_pid(c);
     int r = 0;
     while (r < x->n && !(x->peer[r] && x->all[r].pid == pid))
         r++;
@@ -160,25 +117,12 @@ static engram_status_t serve_one(fd_exchange_t *x)
         return ENGRAM_OK;
     }
     int32_t from = x->me;
-    struct iovec iov = {.iov_base = &from, .iov_len = sizeof(from)};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    memset(&ctl, 0, sizeof(ctl));
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &x->my_fd, sizeof(int));
     /* A fresh socket's buffer always takes this small message at once. */
-    ssize_t sent = sendmsg(c, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    int err = errno;
+    int err = engram_fd_pass_send(c, &from, sizeof(from), &x->my_fd, 1, MSG_DONTWAIT);
     close(c);
-    if (sent != (ssize_t)sizeof(from))
+    if (err != 0)
         return ENGRAM_ERROR(ENGRAM_ERR_IO, "fd share on rank %d: sending the fd to rank %d: %s", x->me, r,
-                            sent < 0 ? strerror(err) : "short send");
+                            strerror(err));
     x->served[r] = 1;
     x->to_serve--;
     return ENGRAM_OK;
@@ -187,20 +131,14 @@ static engram_status_t serve_one(fd_exchange_t *x)
 /* Connect to rank r's listener and check it is really rank r's. */
 static engram_status_t connect_one(fd_exchange_t *x, int r)
 {
-    int c = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (c < 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_IO, "fd share on rank %d: socket: %s", x->me, strerror(errno));
-    struct sockaddr_un addr;
-    socklen_t len = abstract_addr(&addr, x->all[r].name);
-    if (connect(c, (struct sockaddr *)&addr, len) != 0) {
-        int err = errno;
-        close(c);
-        if (err == EAGAIN || err == EINTR)
-            return ENGRAM_OK; /* backlog full: retried on the next pass */
+    int c = -1;
+    int err = engram_fd_pass_connect(SOCK_STREAM | SOCK_NONBLOCK, x->all[r].name, &c);
+    if (err == EAGAIN || err == EINTR)
+        return ENGRAM_OK; /* backlog full: retried on the next pass */
+    if (err != 0)
         return ENGRAM_ERROR(ENGRAM_ERR_PEER, "fd share on rank %d: connecting to rank %d's socket: %s", x->me, r,
                             strerror(err));
-    }
-    pid_t pid = peer_pid(c);
+    pid_t pid = engram_fd_pass_peer_pid(c);
     if (pid != x->all[r].pid) {
         close(c);
         return ENGRAM_ERROR(ENGRAM_ERR_PEER, "fd share on rank %d: rank %d's socket is held by pid %d, not its pid %d",
@@ -223,36 +161,27 @@ static void close_fds(int *fds, int n)
 static engram_status_t receive_one(fd_exchange_t *x, int r)
 {
     int32_t from = -1;
-    struct iovec iov = {.iov_base = &from, .iov_len = sizeof(from)};
-    union {
-        char buf[CMSG_SPACE(4 * sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
-    ssize_t n = recvmsg(x->conn[r], &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+    size_t n = 0;
+    /* Two slots: a second fd marks the message malformed, not dropped. */
+    int fds[2] = {-1, -1}, nfds = 0;
+    int err = engram_fd_pass_recv(x->conn[r], &from, sizeof(from), &n, fds, 2, &nfds, MSG_DONTWAIT);
+    if (err == EAGAIN)
         return ENGRAM_OK;
-    int err = errno;
-    int fds[4] = {-1, -1, -1, -1}, nfds = 0;
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); n > 0 && cm != NULL; cm = CMSG_NXTHDR(&msg, cm)) {
-        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-            continue;
-        int count = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-        for (int i = 0; i < count && nfds < 4; i++)
-            memcpy(&fds[nfds++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-    }
     close(x->conn[r]);
     x->conn[r] = -1;
-    if (n == (ssize_t)sizeof(from) && from == r && nfds == 1 && !(msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC))) {
+    if (err == 0 && n == sizeof(from) && from == r && nfds == 1) {
         x->got[r] = fds[0];
         x->to_receive--;
         return ENGRAM_OK;
     }
     close_fds(fds, nfds);
-    if (n <= 0)
+    if (err == EMSGSIZE)
+        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "fd share on rank %d: rank %d sent a malformed message (too large)",
+                            x->me, r);
+    if (err != 0 || n == 0)
         return ENGRAM_ERROR(ENGRAM_ERR_PEER, "fd share on rank %d: rank %d closed the connection without an fd (%s)",
-                            x->me, r, n < 0 ? strerror(err) : "it refused this process or failed");
-    return ENGRAM_ERROR(ENGRAM_ERR_PEER, "fd share on rank %d: rank %d sent a malformed message (%zd bytes, %d fds)",
+                            x->me, r, err != 0 ? strerror(err) : "it refused this process or failed");
+    return ENGRAM_ERROR(ENGRAM_ERR_PEER, "fd share on rank %d: rank %d sent a malformed message (%zu bytes, %d fds)",
                         x->me, r, n, nfds);
 }
 

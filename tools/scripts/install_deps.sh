@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(bazel-bootstrap bazel-rules-java default-jdk-headless gcc g++ libc6-dev
       libnuma-dev libucx-dev ucx-utils libibverbs-dev rdma-core
-      libopenmpi-dev openmpi-bin valgrind clang libclang-rt-14-dev)
+      libopenmpi-dev openmpi-bin valgrind clang libclang-rt-14-dev
+      gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

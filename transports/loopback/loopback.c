@@ -15,32 +15,26 @@
 
 #include "hal/log.h"
 #include "memory/fd_share.h"
+#include "memory/free_list.h"
 #include "memory/held_copy.h"
 #include "memory/segment_span.h"
 
 #define LOOPBACK_MAX_QUEUES 64
 /* Gets never wait for progress, so this only tells callers not to hold back. */
 #define LOOPBACK_MAX_OUTSTANDING (1 << 20)
-#define REQUEST_BLOCK 64
+#define REQUEST_BLOCK 64 /* flush requests allocated at a time */
 /* Gets held per queue; more than the engram layer's usual flush depth. */
 #define QUEUE_DEPTH 1024
 
 struct engram_request {
-    engram_request_t *next_free;
     int queue;
 };
-
-typedef struct request_block {
-    struct request_block *next;
-    engram_request_t reqs[REQUEST_BLOCK];
-} request_block_t;
 
 /* One cache line apart, so queues driven by different threads share none. */
 typedef struct loopback_queue {
     engram_held_copy_t *held; /* QUEUE_DEPTH entries: gets issued since the last doorbell */
     uint32_t nheld;
-    engram_request_t *free_reqs;
-    request_block_t *blocks;
+    engram_free_list_t reqs; /* flush requests */
 } __attribute__((aligned(64))) loopback_queue_t;
 
 struct engram_region {
@@ -77,10 +71,7 @@ static void queues_free(engram_transport_t *t)
 {
     for (int q = 0; q < t->nqueues; q++) {
         free(t->queues[q].held);
-        for (request_block_t *b = t->queues[q].blocks, *next; b != NULL; b = next) {
-            next = b->next;
-            free(b);
-        }
+        engram_free_list_destroy(&t->queues[q].reqs);
     }
     free(t->queues);
 }
@@ -103,6 +94,7 @@ static engram_status_t loopback_open(engram_group_t *group, const engram_config_
         goto free_t;
     memset(t->queues, 0, LOOPBACK_MAX_QUEUES * sizeof(loopback_queue_t));
     for (; t->nqueues < LOOPBACK_MAX_QUEUES; t->nqueues++) {
+        engram_free_list_init(&t->queues[t->nqueues].reqs, sizeof(engram_request_t), REQUEST_BLOCK);
         t->queues[t->nqueues].held = malloc(QUEUE_DEPTH * sizeof(engram_held_copy_t));
         if (t->queues[t->nqueues].held == NULL)
             goto free_queues;
@@ -386,24 +378,18 @@ static __attribute__((cold, noinline)) engram_status_t get_refused(const engram_
                             "reg_local destination");
     if (peer < 0 || peer >= remote->npeers)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "loopback get: peer %d out of range [0, %d)", peer, remote->npeers);
-    if (remote_off > remote->size || len > remote->size - remote_off)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "loopback get: remote offset %llu + length %zu exceeds the remote "
-                            "region's %llu bytes", (unsigned long long)remote_off, len,
-                            (unsigned long long)remote->size);
-    return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "loopback get: local offset %llu + length %zu exceeds the local "
-                        "region's %llu bytes", (unsigned long long)local_off, len, (unsigned long long)local->size);
+    return engram_get_bounds_status("loopback", remote_off, remote->size, local_off, local->size, len);
 }
 
 static engram_status_t loopback_get(engram_transport_t *t, int queue, int peer, engram_region_t *remote,
                                     uint64_t remote_off, engram_region_t *local, uint64_t local_off, size_t len,
                                     unsigned flags)
 {
-    /* Unsigned compares fold the negative cases in; the subtractions cannot
-     * wrap because each follows the compare that bounds it. */
+    /* Unsigned compares fold the negative cases in. */
     if (__builtin_expect((unsigned)queue >= (unsigned)t->nqueues || remote == NULL || local == NULL ||
                              local->dst == NULL || (unsigned)peer >= (unsigned)remote->npeers ||
-                             remote_off > remote->size || len > remote->size - remote_off ||
-                             local_off > local->size || len > local->size - local_off,
+                             ENGRAM_DEBUG_CHECK(!engram_range_inside(remote_off, len, remote->size) ||
+                                                !engram_range_inside(local_off, len, local->size)),
                          0))
         return get_refused(t, queue, peer, remote, remote_off, local, local_off, len);
     loopback_queue_t *q = &t->queues[queue];
@@ -416,23 +402,6 @@ static engram_status_t loopback_get(engram_transport_t *t, int queue, int peer, 
     return ENGRAM_OK;
 }
 
-/* Grows the queue's free list by a block, so flush allocates only when
- * more requests are outstanding than ever before. */
-static engram_status_t requests_grow(loopback_queue_t *q, int queue)
-{
-    request_block_t *b = calloc(1, sizeof(*b));
-    if (b == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "loopback flush: out of memory for requests on queue %d", queue);
-    b->next = q->blocks;
-    q->blocks = b;
-    for (int i = 0; i < REQUEST_BLOCK; i++) {
-        b->reqs[i].queue = queue;
-        b->reqs[i].next_free = q->free_reqs;
-        q->free_reqs = &b->reqs[i];
-    }
-    return ENGRAM_OK;
-}
-
 static engram_status_t loopback_flush(engram_transport_t *t, int queue, int peer, engram_request_t **req)
 {
     if (t == NULL || req == NULL)
@@ -441,14 +410,10 @@ static engram_status_t loopback_flush(engram_transport_t *t, int queue, int peer
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "loopback flush: queue %d / peer %d out of range [0, %d) / [0, %d)",
                             queue, peer, t->nqueues, t->npeers);
     loopback_queue_t *q = &t->queues[queue];
-    if (q->free_reqs == NULL) {
-        engram_status_t st = requests_grow(q, queue);
-        if (st != ENGRAM_OK)
-            return st;
-    }
-    engram_request_t *r = q->free_reqs;
-    q->free_reqs = r->next_free;
-    r->next_free = NULL;
+    engram_request_t *r = engram_free_list_take(&q->reqs);
+    if (r == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "loopback flush: out of memory for requests on queue %d", queue);
+    r->queue = queue;
     /* Gets to other peers of the queue are copied too: completing more
      * than asked is within the contract and keeps one list per queue. */
     queue_ring(q);
@@ -468,9 +433,7 @@ static void loopback_request_free(engram_transport_t *t, engram_request_t *req)
 {
     if (t == NULL || req == NULL)
         return;
-    loopback_queue_t *q = &t->queues[req->queue];
-    req->next_free = q->free_reqs;
-    q->free_reqs = req;
+    engram_free_list_put(&t->queues[req->queue].reqs, req);
 }
 
 static void loopback_describe(const engram_transport_t *t, char *buf, size_t len)

@@ -5,17 +5,21 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "transports/mlx5dv/mlx5_barrier.h"
+
 _Static_assert(sizeof(struct mlx5_cqe64) == 64 && sizeof(struct mlx5_err_cqe) == 64, "CQEs are 64 bytes");
 
 engram_mlx5_cqe_kind_t engram_mlx5_cqe_parse(const void *cqe, uint32_t ci, uint32_t cqe_cnt,
                                              engram_mlx5_cqe_info_t *info)
 {
     const struct mlx5_cqe64 *c = cqe;
-    uint8_t op_own = __atomic_load_n(&c->op_own, __ATOMIC_ACQUIRE);
+    /* Relaxed: the ordering with the NIC's writes is the barrier below. */
+    uint8_t op_own = __atomic_load_n(&c->op_own, __ATOMIC_RELAXED);
     uint8_t opcode = op_own >> 4;
     uint8_t parity = (ci & cqe_cnt) ? 1 : 0;
     if (opcode == MLX5_CQE_INVALID || (op_own & MLX5_CQE_OWNER_MASK) != parity)
         return ENGRAM_MLX5_CQE_EMPTY;
+    engram_mlx5_from_device_barrier(); /* the CQE's fields read after its owner bit */
     info->opcode = opcode;
     info->wqe_counter = be16toh(c->wqe_counter);
     info->syndrome = info->vendor_syndrome = info->wqe_opcode = 0;

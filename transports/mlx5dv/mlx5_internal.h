@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "hal/transport.h"
+#include "memory/free_list.h"
 #include "memory/segment_span.h"
 #include "transports/mlx5dv/mlx5_ring.h"
 
@@ -31,20 +32,16 @@ typedef struct mlx5_conn {
 } mlx5_conn_t;
 
 struct engram_request {
-    engram_request_t *next_free;
     mlx5_conn_t *conn;
     uint64_t seq; /* complete when conn->done_ok reaches it */
 };
 
-typedef struct mlx5_request_block {
-    struct mlx5_request_block *next;
-    engram_request_t reqs[64];
-} mlx5_request_block_t;
+/* Flush requests allocated at a time. */
+#define MLX5_REQUEST_BLOCK 64
 
 typedef struct mlx5_queue {
     mlx5_conn_t *conns; /* [npeers] */
-    engram_request_t *free_reqs;
-    mlx5_request_block_t *blocks;
+    engram_free_list_t reqs; /* flush requests */
 } __attribute__((aligned(64))) mlx5_queue_t;
 
 struct engram_region {

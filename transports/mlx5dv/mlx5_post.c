@@ -6,10 +6,10 @@
 #include <endian.h>
 #include <infiniband/mlx5dv.h>
 #include <sched.h>
-#include <stdlib.h>
 #include <time.h>
 
 #include "hal/log.h"
+#include "transports/mlx5dv/mlx5_barrier.h"
 #include "transports/mlx5dv/mlx5_cqe.h"
 #include "transports/mlx5dv/mlx5_internal.h"
 #include "transports/mlx5dv/mlx5_wqe.h"
@@ -86,7 +86,9 @@ static void conn_poll(mlx5_conn_t *c)
             c->done = through;
     }
     if (c->cq_ci != start) {
-        __atomic_thread_fence(__ATOMIC_RELEASE); /* CQEs read before the NIC may reuse them */
+        /* The CQE reads complete before the consumer-index store that lets
+         * the NIC overwrite those entries (a load -> store ordering). */
+        engram_mlx5_from_device_barrier();
         c->rings.cq_dbrec[ENGRAM_MLX5_CQ_SET_CI] = htobe32(c->cq_ci & 0xffffff);
     }
 }
@@ -135,14 +137,11 @@ static __attribute__((cold, noinline)) engram_status_t get_refused(const engram_
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv get: peer %d out of range [0, %d)", peer, remote->npeers);
     if (len == 0 || len > INT32_MAX)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv get: length %zu outside [1, 2^31)", len);
-    if (remote_off > remote->size || len > remote->size - remote_off)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv get: remote offset %llu + length %zu exceeds the remote "
-                            "region's %llu bytes", (unsigned long long)remote_off, len,
-                            (unsigned long long)remote->size);
-    if (local_off > local->size || len > local->size - local_off)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv get: local offset %llu + length %zu exceeds the local "
-                            "region's %llu bytes", (unsigned long long)local_off, len,
-                            (unsigned long long)local->size);
+    engram_status_t st = ENGRAM_DEBUG_CHECKS ? engram_get_bounds_status("mlx5dv", remote_off, remote->size, local_off,
+                                                                      local->size, len)
+                                             : ENGRAM_OK;
+    if (st != ENGRAM_OK)
+        return st;
     return ENGRAM_ERROR(t->queues[queue].conns[peer].error, "mlx5dv get: queue %d peer %d is in error after an "
                         "earlier failure", queue, peer);
 }
@@ -151,12 +150,12 @@ engram_status_t engram_mlx5_get(engram_transport_t *t, int queue, int peer, engr
                                 uint64_t remote_off, engram_region_t *local, uint64_t local_off, size_t len,
                                 unsigned flags)
 {
-    /* Unsigned compares fold the negative cases in; each subtraction
-     * follows the compare that bounds it. */
+    /* Unsigned compares fold the negative cases in. */
     if (__builtin_expect((unsigned)queue >= (unsigned)t->nqueues || remote == NULL || local == NULL ||
                              local->npeers != 0 || (unsigned)peer >= (unsigned)remote->npeers || len == 0 ||
-                             len > INT32_MAX || remote_off > remote->size || len > remote->size - remote_off ||
-                             local_off > local->size || len > local->size - local_off ||
+                             len > INT32_MAX ||
+                             ENGRAM_DEBUG_CHECK(!engram_range_inside(remote_off, len, remote->size) ||
+                                                !engram_range_inside(local_off, len, local->size)) ||
                              t->queues[queue].conns[peer].error != ENGRAM_OK,
                          0))
         return get_refused(t, queue, peer, remote, remote_off, local, local_off, len);
@@ -178,24 +177,6 @@ engram_status_t engram_mlx5_get(engram_transport_t *t, int queue, int peer, engr
     return ENGRAM_OK;
 }
 
-static engram_status_t request_take(mlx5_queue_t *q, int queue, engram_request_t **out)
-{
-    if (q->free_reqs == NULL) {
-        mlx5_request_block_t *b = calloc(1, sizeof(*b));
-        if (b == NULL)
-            return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5dv flush: out of memory for requests on queue %d", queue);
-        b->next = q->blocks;
-        q->blocks = b;
-        for (size_t i = 0; i < sizeof(b->reqs) / sizeof(b->reqs[0]); i++) {
-            b->reqs[i].next_free = q->free_reqs;
-            q->free_reqs = &b->reqs[i];
-        }
-    }
-    *out = q->free_reqs;
-    q->free_reqs = (*out)->next_free;
-    return ENGRAM_OK;
-}
-
 engram_status_t engram_mlx5_flush(engram_transport_t *t, int queue, int peer, engram_request_t **req)
 {
     if (t == NULL || req == NULL)
@@ -210,15 +191,13 @@ engram_status_t engram_mlx5_flush(engram_transport_t *t, int queue, int peer, en
     engram_status_t st = c->pi - c->done >= c->window ? conn_make_room(t, c) : ENGRAM_OK;
     if (st != ENGRAM_OK)
         return st;
-    engram_request_t *r = NULL;
-    st = request_take(q, queue, &r);
-    if (st != ENGRAM_OK)
-        return st;
+    engram_request_t *r = engram_free_list_take(&q->reqs);
+    if (r == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5dv flush: out of memory for requests on queue %d", queue);
     engram_mlx5_wqe_fence_nop(wqe_slot(c, c->pi), (uint16_t)c->pi, c->rings.qpn);
     c->pi++;
     c->unsignaled = 0;
     conn_ring(t, c);
-    r->next_free = NULL;
     r->conn = c;
     r->seq = c->pi;
     *req = r;
@@ -242,7 +221,5 @@ void engram_mlx5_request_free(engram_transport_t *t, engram_request_t *req)
 {
     if (t == NULL || req == NULL)
         return;
-    mlx5_queue_t *q = &t->queues[req->conn->queue];
-    req->next_free = q->free_reqs;
-    q->free_reqs = req;
+    engram_free_list_put(&t->queues[req->conn->queue].reqs, req);
 }

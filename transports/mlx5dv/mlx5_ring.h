@@ -94,11 +94,9 @@ typedef struct engram_mlx5_ring_ops {
     void (*doorbell)(engram_mlx5_rings_t *rings, uint32_t pi, const void *ctrl);
 } engram_mlx5_ring_ops_t;
 
+/* The rings every mlx5dv transport opens on: a real NIC's. Tests put the
+ * software NIC model in their place at link time (testing/mlx5_model.h),
+ * so production code has no switch for it. */
 extern const engram_mlx5_ring_ops_t engram_mlx5_verbs_rings;
-
-/* Test-only: rings every later mlx5dv transport of this process uses
- * (NULL restores the verbs rings). The software NIC model installs itself
- * with this; production code never calls it. */
-void engram_mlx5_rings_install(const engram_mlx5_ring_ops_t *ops);
 
 #endif

@@ -15,6 +15,8 @@
 
 #include "hal/config_keys.h"
 #include "hal/log.h"
+#include "transports/mlx5dv/mlx5_barrier.h"
+#include "transports/mlx5dv/mlx5_psn.h"
 #include "transports/mlx5dv/mlx5_ring.h"
 
 #define PORT 1
@@ -222,13 +224,16 @@ static engram_status_t verbs_qp_create(engram_mlx5_dev_t *d, uint32_t depth, eng
                           dcq.cqe_size);
         goto destroy_qp;
     }
+    uint32_t psn;
+    st = engram_mlx5_initial_psn(&psn);
+    if (st != ENGRAM_OK)
+        goto destroy_qp;
     *rings = (engram_mlx5_rings_t){
         .sq_buf = dqp.sq.buf, .sq_wqe_cnt = dqp.sq.wqe_cnt, .qpn = q->qp->qp_num, .dbrec = dqp.dbrec,
         .bf_reg = dqp.bf.reg, .bf_size = dqp.bf.size, .cq_buf = dcq.buf, .cqe_cnt = dcq.cqe_cnt,
         .cq_dbrec = dcq.dbrec,
     };
-    *addr = (engram_mlx5_qp_addr_t){.qpn = q->qp->qp_num, .psn = (uint32_t)(lrand48() & 0xffffff),
-                                    .lid = d->port.lid};
+    *addr = (engram_mlx5_qp_addr_t){.qpn = q->qp->qp_num, .psn = psn, .lid = d->port.lid};
     memcpy(addr->gid, d->gid.raw, sizeof(addr->gid));
     *out = q;
     return ENGRAM_OK;
@@ -277,18 +282,19 @@ static void verbs_qp_destroy(engram_mlx5_dev_t *d, engram_mlx5_qp_t *q)
     free(q);
 }
 
-/* The record must be visible before the register write that makes the NIC
- * read it, and the register write (to write-combining memory) must leave
- * the CPU before the next one. */
+/* The WQEs must reach the NIC before the record, the record before the
+ * register write that makes the NIC read it, and the register write (to
+ * write-combining memory) must leave the CPU before the next one; the
+ * barriers are mlx5_barrier.h's, as rdma-core's mlx5 post_send. */
 static void verbs_doorbell(engram_mlx5_rings_t *r, uint32_t pi, const void *ctrl)
 {
-    __atomic_thread_fence(__ATOMIC_RELEASE); /* WQEs before the record */
+    engram_mlx5_to_device_barrier();
     r->dbrec[MLX5_SND_DBR] = htobe32(pi & 0xffff);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* record before the register */
+    engram_mlx5_mmio_wc_start();
     uint64_t first8;
     memcpy(&first8, ctrl, sizeof(first8));
     *(volatile uint64_t *)((char *)r->bf_reg + r->bf_offset) = first8;
-    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* flush the write-combining buffer */
+    engram_mlx5_mmio_flush_writes();
     r->bf_offset ^= r->bf_size;
 }
 

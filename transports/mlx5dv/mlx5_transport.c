@@ -12,13 +12,6 @@
 #include "hal/log.h"
 #include "transports/mlx5dv/mlx5_internal.h"
 
-static const engram_mlx5_ring_ops_t *installed_rings = &engram_mlx5_verbs_rings;
-
-void engram_mlx5_rings_install(const engram_mlx5_ring_ops_t *ops)
-{
-    installed_rings = ops != NULL ? ops : &engram_mlx5_verbs_rings;
-}
-
 int engram_mlx5_peer_rank(const engram_transport_t *t, int peer)
 {
     return t->span == ENGRAM_REG_NODE_SPAN ? peer * t->local_size + t->local_rank : peer;
@@ -41,7 +34,7 @@ engram_status_t engram_mlx5_agree(engram_group_t *group, engram_status_t mine, c
 static bool mlx5_available(engram_group_t *group, const char **why)
 {
     (void)group;
-    return installed_rings->available(why);
+    return engram_mlx5_verbs_rings.available(why);
 }
 
 static void queues_free(engram_transport_t *t)
@@ -52,10 +45,7 @@ static void queues_free(engram_transport_t *t)
             if (mq->conns[p].qp != NULL)
                 t->rings->qp_destroy(t->dev, mq->conns[p].qp);
         free(mq->conns);
-        for (mlx5_request_block_t *b = mq->blocks, *next; b != NULL; b = next) {
-            next = b->next;
-            free(b);
-        }
+        engram_free_list_destroy(&mq->reqs);
     }
     free(t->queues);
 }
@@ -68,6 +58,7 @@ static engram_status_t queues_create(engram_transport_t *t, engram_mlx5_qp_addr_
     memset(t->queues, 0, (size_t)MLX5_QUEUES * sizeof(mlx5_queue_t));
     t->nqueues = MLX5_QUEUES;
     for (int q = 0; q < t->nqueues; q++) {
+        engram_free_list_init(&t->queues[q].reqs, sizeof(engram_request_t), MLX5_REQUEST_BLOCK);
         t->queues[q].conns = calloc((size_t)t->npeers, sizeof(mlx5_conn_t));
         if (t->queues[q].conns == NULL)
             return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5dv open: out of memory for %d connections", t->npeers);
@@ -181,7 +172,7 @@ static engram_status_t mlx5_open(engram_group_t *group, const engram_config_view
     engram_transport_t *t = calloc(1, sizeof(*t));
     if (t == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5dv open: out of memory");
-    t->rings = installed_rings;
+    t->rings = &engram_mlx5_verbs_rings;
     t->group = group;
     t->rank = engram_group_rank(group);
     t->size = engram_group_size(group);

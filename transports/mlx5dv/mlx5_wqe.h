@@ -1,7 +1,8 @@
 /* RDMA READ and NOP work queue entries in the mlx5 send-queue layout
  * (mlx5dv.h, the PRM): one 64-byte WQEBB each, every field big-endian.
- * The builder is the data path's; the decoder is the inverse, used by the
- * software NIC model and the tests to check each field. */
+ * The builder is the data path's; its inverse, the decoder the software
+ * NIC model and the tests check each field with, is test-only
+ * (testing/mlx5_wqe_decode.h). */
 #ifndef ENGRAM_TRANSPORTS_MLX5DV_WQE_H
 #define ENGRAM_TRANSPORTS_MLX5DV_WQE_H
 
@@ -21,19 +22,5 @@ void engram_mlx5_wqe_read(void *wqe, uint16_t idx, uint32_t qpn, bool signaled, 
 /* A signalled NOP behind a small fence: it completes only after every
  * earlier read of its QP, so its CQE stands for all of them (a flush). */
 void engram_mlx5_wqe_fence_nop(void *wqe, uint16_t idx, uint32_t qpn);
-
-/* Every field of a WQE in host order. */
-typedef struct engram_mlx5_wqe_fields {
-    uint8_t opcode, opmod, ds, fm_ce_se, signature;
-    uint16_t idx;
-    uint32_t qpn, imm;
-    /* READ only */
-    uint64_t raddr;
-    uint32_t rkey;
-    uint32_t byte_count, lkey;
-    uint64_t laddr;
-} engram_mlx5_wqe_fields_t;
-
-void engram_mlx5_wqe_decode(const void *wqe, engram_mlx5_wqe_fields_t *out);
 
 #endif

@@ -2,6 +2,7 @@
  * big-endian encodings written out here, not taken from the builder), and
  * the decoder as its inverse. */
 #include "transports/mlx5dv/mlx5_wqe.h"
+#include "transports/mlx5dv/testing/mlx5_wqe_decode.h"
 
 #include <stdio.h>
 #include <string.h>

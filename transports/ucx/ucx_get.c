@@ -29,11 +29,6 @@ static engram_status_t check_queue(const engram_transport_t *t, int queue, int p
     return ENGRAM_OK;
 }
 
-static bool out_of_bounds(uint64_t off, size_t len, size_t size)
-{
-    return off > size || len > size - off;
-}
-
 #define PEER_CHECK_NS 20000000u /* 20 ms between pid checks of a slow peer */
 
 /* The doorbell of direct gets: the queue's held gets, copied in issue
@@ -94,12 +89,11 @@ static engram_status_t get_locked(engram_transport_t *t, int queue, int peer, en
     engram_status_t st;
     if (remote == NULL || local == NULL || !remote->symmetric)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx get: need a symmetric remote region and a local region");
-    if (out_of_bounds(remote_off, len, remote->remote_size))
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx get: remote bytes [%llu, +%zu) exceed the peer's %zu-byte "
-                            "region", (unsigned long long)remote_off, len, remote->remote_size);
-    if (out_of_bounds(local_off, len, local->local_size))
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx get: local bytes [%llu, +%zu) exceed the %zu-byte "
-                            "destination", (unsigned long long)local_off, len, local->local_size);
+    st = ENGRAM_DEBUG_CHECKS ? engram_get_bounds_status("ucx", remote_off, remote->remote_size, local_off,
+                                                        local->local_size, len)
+                             : ENGRAM_OK;
+    if (st != ENGRAM_OK)
+        return st;
     int rank = engram_ucx_peer_rank(t, remote->span, peer);
     if (engram_ucx_peer_is_dead(t, rank))
         return ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx get: peer rank %d has failed", rank);
@@ -254,7 +248,8 @@ engram_status_t engram_ucx_get(engram_transport_t *t, int queue, int peer, engra
      * the negative cases in. */
     if (t != NULL && (unsigned)queue < (unsigned)t->nqueues && remote != NULL && local != NULL &&
         remote->direct != NULL && (unsigned)peer < (unsigned)remote->npeers && remote->direct[peer] != NULL &&
-        !out_of_bounds(remote_off, len, remote->remote_size) && !out_of_bounds(local_off, len, local->local_size)) {
+        !ENGRAM_DEBUG_CHECK(!engram_range_inside(remote_off, len, remote->remote_size) ||
+                            !engram_range_inside(local_off, len, local->local_size))) {
         ucx_queue_t *q = &t->queues[queue];
         engram_held_copy_t *h = &q->held[q->nheld++];
         h->dst = local->local_base + local_off;

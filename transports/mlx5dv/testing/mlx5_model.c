@@ -18,6 +18,7 @@
 #include "memory/fd_share.h"
 #include "memory/segment_span.h"
 #include "transports/mlx5dv/mlx5_wqe.h"
+#include "transports/mlx5dv/testing/mlx5_wqe_decode.h"
 
 #define MODEL_DEFAULT_RD_ATOMIC 16
 
@@ -546,10 +547,11 @@ const engram_mlx5_ring_ops_t engram_mlx5_model_rings = {
     .doorbell = model_doorbell,
 };
 
-__attribute__((constructor)) static void model_install(void)
-{
-    engram_mlx5_rings_install(&engram_mlx5_model_rings);
-}
+/* The link seam: this library links with --wrap=engram_mlx5_verbs_rings,
+ * so the transport's references to the verbs rings resolve to
+ * __wrap_engram_mlx5_verbs_rings, the model's table under the name the
+ * linker looks for. */
+extern const engram_mlx5_ring_ops_t __wrap_engram_mlx5_verbs_rings __attribute__((alias("engram_mlx5_model_rings")));
 
 void engram_mlx5_model_set_max_rd_atomic(uint32_t n)
 {

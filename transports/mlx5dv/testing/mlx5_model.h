@@ -1,7 +1,7 @@
 /* Software NIC model for the mlx5dv transport (tests only). Linking
- * //transports/mlx5dv:model installs it (a constructor calls
- * engram_mlx5_rings_install), so transport=mlx5dv in that program runs on
- * the model: a thread per opened transport plays the NIC. It watches each
+ * //transports/mlx5dv:model puts it in place of the verbs rings (a link
+ * seam: -Wl,--wrap=engram_mlx5_verbs_rings), so transport=mlx5dv in that
+ * program runs on the model: a thread per opened transport plays the NIC. It watches each
  * QP's doorbell record, consumes WQEs from the send queue per the PRM
  * layout, checks every field (opcode, WQE index, qpn, ds, signalling
  * bits), checks keys and bounds against its registration table, copies

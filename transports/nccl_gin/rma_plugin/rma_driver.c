@@ -1,15 +1,13 @@
-/* CUDA driver entry points (found through the runtime, so the plugin needs
- * no libcuda at link time), error strings, the calling thread's device,
- * and the one-thread kernel that applies a signal to this rank's memory. */
+/* Loading the CUDA driver entry points (memory/cuda_driver.h: found through
+ * the runtime, so the plugin needs no libcuda at link time), logging, the
+ * calling thread's device, and the one-thread kernel that applies a signal
+ * to this rank's memory. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "transports/nccl_gin/rma_plugin/rma_internal.h"
 
-rma_driver_t rma_cu;
-static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
-static char driver_failure[160]; /* empty once every entry point was found */
 static _Atomic(rma_logger_t) logger;
 
 void rma_set_logger(rma_logger_t log)
@@ -31,35 +29,14 @@ void rma_log(int level, const char *file, int line, const char *fmt, ...)
         fprintf(stderr, "engram RMA %s:%d: %s\n", file, line, msg);
 }
 
-static void driver_find(void)
-{
-#define RMA_CU_LOOKUP(f)                                                                                    \
-    if (driver_failure[0] == 0) {                                                                           \
-        enum cudaDriverEntryPointQueryResult q;                                                             \
-        if (cudaGetDriverEntryPointByVersion(#f, (void **)&rma_cu.f, 12000, cudaEnableDefault, &q) !=         \
-                cudaSuccess ||                                                                              \
-            q != cudaDriverEntryPointSuccess)                                                               \
-            snprintf(driver_failure, sizeof(driver_failure), "the CUDA driver has no entry point %s", #f);    \
-    }
-    RMA_CU_FUNCS(RMA_CU_LOOKUP)
-}
-
 rma_result_t rma_driver_load(void)
 {
-    pthread_once(&driver_once, driver_find);
-    if (driver_failure[0] != 0) {
-        RMA_WARN("%s", driver_failure);
+    const char *why = NULL;
+    if (!engram_cu_driver_load(&why)) {
+        RMA_WARN("%s", why);
         return RMA_ERR_CUDA;
     }
     return RMA_SUCCESS;
-}
-
-const char *rma_cu_str(CUresult r)
-{
-    const char *s = NULL;
-    if (rma_cu.cuGetErrorString == NULL || rma_cu.cuGetErrorString(r, &s) != CUDA_SUCCESS || s == NULL)
-        return "unknown CUDA error";
-    return s;
 }
 
 rma_result_t rma_use_device(rma_comm_t *c)
@@ -88,11 +65,11 @@ static const char signal_ptx[] = ".version 7.0\n"
 
 rma_result_t rma_signal_kernel_load(rma_comm_t *c)
 {
-    CUresult r = rma_cu.cuModuleLoadData(&c->module, signal_ptx);
+    CUresult r = engram_cu.cuModuleLoadData(&c->module, signal_ptx);
     if (r == CUDA_SUCCESS)
-        r = rma_cu.cuModuleGetFunction(&c->signal_add, c->module, "engram_rma_signal_add");
+        r = engram_cu.cuModuleGetFunction(&c->signal_add, c->module, "engram_rma_signal_add");
     if (r != CUDA_SUCCESS) {
-        RMA_WARN("loading the signal kernel on GPU %d: %s", c->cuda_dev, rma_cu_str(r));
+        RMA_WARN("loading the signal kernel on GPU %d: %s", c->cuda_dev, engram_cu_str(r));
         return RMA_ERR_CUDA;
     }
     return RMA_SUCCESS;
@@ -101,9 +78,9 @@ rma_result_t rma_signal_kernel_load(rma_comm_t *c)
 rma_result_t rma_signal_kernel_add(rma_comm_t *c, uint64_t *addr, uint64_t value)
 {
     void *args[] = {&addr, &value};
-    CUresult r = rma_cu.cuLaunchKernel(c->signal_add, 1, 1, 1, 1, 1, 1, 0, (CUstream)c->signal_stream, args, NULL);
+    CUresult r = engram_cu.cuLaunchKernel(c->signal_add, 1, 1, 1, 1, 1, 1, 0, (CUstream)c->signal_stream, args, NULL);
     if (r != CUDA_SUCCESS) {
-        RMA_WARN("launching the signal kernel: %s", rma_cu_str(r));
+        RMA_WARN("launching the signal kernel: %s", engram_cu_str(r));
         return RMA_ERR_CUDA;
     }
     return RMA_SUCCESS;

@@ -6,6 +6,8 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+
+#include "memory/cuda_driver.h"
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -21,20 +23,9 @@ RMA_HIDDEN void rma_set_logger(rma_logger_t log);
 #define RMA_WARN(...) rma_log(RMA_LOG_WARN, __FILE__, __LINE__, __VA_ARGS__)
 #define RMA_INFO(...) rma_log(RMA_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
 
-/* ---- CUDA driver entry points, found through the runtime ---- */
-#define RMA_CU_FUNCS(X)                                                                                   \
-    X(cuMemRetainAllocationHandle) X(cuMemRelease) X(cuMemGetAddressRange) X(cuMemExportToShareableHandle) \
-    X(cuMemImportFromShareableHandle) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap)              \
-    X(cuMemUnmap) X(cuMemSetAccess) X(cuPointerGetAttribute) X(cuModuleLoadData) X(cuModuleUnload)        \
-    X(cuModuleGetFunction) X(cuLaunchKernel) X(cuGetErrorString) X(cuMemGetAllocationPropertiesFromHandle)
-#define RMA_CU_FIELD(f) __typeof__(&f) f;
-typedef struct rma_driver {
-    RMA_CU_FUNCS(RMA_CU_FIELD)
-} rma_driver_t;
-RMA_HIDDEN extern rma_driver_t rma_cu;
+/* ---- CUDA driver entry points: memory/cuda_driver.h's engram_cu ---- */
 /* Loads the entry points once; RMA_ERR_CUDA (logged) when one is missing. */
 RMA_HIDDEN rma_result_t rma_driver_load(void);
-RMA_HIDDEN const char *rma_cu_str(CUresult r);
 
 /* ---- the mesh: one collective communicator ---- */
 typedef struct rma_region rma_region_t;

@@ -7,28 +7,23 @@
  * the pid named in that rank's handle (SO_PEERCRED). */
 #include <errno.h>
 #include <poll.h>
-#include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "memory/fd_pass.h"
 #include "transports/nccl_gin/rma_plugin/rma_internal.h"
 
 #define MESH_MAGIC 0x656e4d41u /* "enMA" */
-#define MESH_NAME_LEN 48
 #define MESH_BACKLOG 1024
 #define MESH_TIMEOUT_MS 120000
-#define MESH_MAX_FDS 64
 
 typedef struct mesh_handle {
     uint32_t magic;
     int32_t pid;
-    char name[MESH_NAME_LEN];
+    char name[ENGRAM_FD_PASS_NAME_LEN];
 } mesh_handle_t;
 _Static_assert(sizeof(mesh_handle_t) <= RMA_HANDLE_BYTES, "handle too large");
 
@@ -42,48 +37,25 @@ typedef struct mesh_hello {
     int32_t channel; /* 0: ctl, 1: sig */
 } mesh_hello_t;
 
-static socklen_t abstract_addr(struct sockaddr_un *addr, const char *name)
-{
-    memset(addr, 0, sizeof(*addr));
-    addr->sun_family = AF_UNIX;
-    size_t len = strnlen(name, MESH_NAME_LEN);
-    memcpy(addr->sun_path + 1, name, len);
-    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
-}
-
 rma_result_t rma_mesh_listen(void *handle, void **listen_comm)
 {
     mesh_handle_t *h = handle;
     memset(h, 0, sizeof(*h));
     h->magic = MESH_MAGIC;
     h->pid = (int32_t)getpid();
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        RMA_WARN("socket: %s", strerror(errno));
+    mesh_listen_t *l = malloc(sizeof(*l));
+    if (l == NULL) {
+        RMA_WARN("out of memory for a listener");
         return RMA_ERR_SYSTEM;
     }
-    for (int attempt = 0; attempt < 8; attempt++) {
-        uint64_t rnd[2];
-        if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-            break;
-        snprintf(h->name, sizeof(h->name), "engram-rma-%016llx%016llx", (unsigned long long)rnd[0],
-                 (unsigned long long)rnd[1]);
-        struct sockaddr_un addr;
-        socklen_t len = abstract_addr(&addr, h->name);
-        if (bind(fd, (struct sockaddr *)&addr, len) == 0 && listen(fd, MESH_BACKLOG) == 0) {
-            mesh_listen_t *l = malloc(sizeof(*l));
-            if (l == NULL)
-                break;
-            l->fd = fd;
-            *listen_comm = l;
-            return RMA_SUCCESS;
-        }
-        if (errno != EADDRINUSE)
-            break;
+    int err = engram_fd_pass_listen(SOCK_SEQPACKET, "engram-rma-", MESH_BACKLOG, &l->fd, h->name);
+    if (err != 0) {
+        RMA_WARN("cannot listen on an abstract Unix socket: %s", strerror(err));
+        free(l);
+        return RMA_ERR_SYSTEM;
     }
-    RMA_WARN("cannot listen on an abstract Unix socket: %s", strerror(errno));
-    close(fd);
-    return RMA_ERR_SYSTEM;
+    *listen_comm = l;
+    return RMA_SUCCESS;
 }
 
 rma_result_t rma_mesh_close_listen(void *listen_comm)
@@ -122,22 +94,17 @@ static bool wait_fd(int fd, short events)
 
 static rma_result_t dial(const mesh_handle_t *h, int me, int channel, int *out)
 {
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        RMA_WARN("socket: %s", strerror(errno));
-        return RMA_ERR_SYSTEM;
-    }
-    struct sockaddr_un addr;
-    socklen_t len = abstract_addr(&addr, h->name);
+    int fd = -1;
     mesh_hello_t hello = {.magic = MESH_MAGIC, .rank = me, .channel = channel};
-    if (connect(fd, (struct sockaddr *)&addr, len) != 0) {
+    int err = engram_fd_pass_connect(SOCK_SEQPACKET, h->name, &fd);
+    if (err != 0) {
         RMA_WARN("rank %d cannot reach pid %d (%s): this plugin only connects the ranks of one host", me,
-                 (int)h->pid, strerror(errno));
-        close(fd);
+                 (int)h->pid, strerror(err));
         return RMA_ERR_SYSTEM;
     }
-    if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello)) {
-        RMA_WARN("hello to pid %d: %s", (int)h->pid, strerror(errno));
+    err = engram_fd_pass_send(fd, &hello, sizeof(hello), NULL, 0, 0);
+    if (err != 0) {
+        RMA_WARN("hello to pid %d: %s", (int)h->pid, strerror(err));
         close(fd);
         return RMA_ERR_SYSTEM;
     }
@@ -158,12 +125,9 @@ static rma_result_t accept_one(rma_comm_t *c, int lfd, mesh_handle_t *const *hs)
         return RMA_ERR_SYSTEM;
     }
     mesh_hello_t hello;
-    struct ucred cred;
-    socklen_t cl = sizeof(cred);
     if (!wait_fd(fd, POLLIN) || recv(fd, &hello, sizeof(hello), 0) != (ssize_t)sizeof(hello) ||
         hello.magic != MESH_MAGIC || hello.rank < 0 || hello.rank >= c->rank || hello.channel < 0 ||
-        hello.channel > 1 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
-        cred.pid != hs[hello.rank]->pid) {
+        hello.channel > 1 || engram_fd_pass_peer_pid(fd) != hs[hello.rank]->pid) {
         RMA_WARN("rank %d: refused a connection that is not from a rank of this communicator", c->rank);
         close(fd);
         return RMA_ERR_SYSTEM;
@@ -241,35 +205,15 @@ void rma_mesh_close(rma_comm_t *c)
 
 static rma_result_t send_packet(int fd, const void *buf, size_t len, const int *fds, int nfds, int flags)
 {
-    union {
-        char buf[CMSG_SPACE(sizeof(int) * MESH_MAX_FDS)];
-        struct cmsghdr align;
-    } ctrl;
-    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (nfds > MESH_MAX_FDS)
+    if (nfds > ENGRAM_FD_PASS_MAX_FDS)
         return RMA_ERR_INTERNAL;
-    if (nfds > 0) {
-        memset(&ctrl, 0, sizeof(ctrl));
-        msg.msg_control = ctrl.buf;
-        msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-        memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
-    }
-    for (;;) {
-        ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | flags);
-        if (n == (ssize_t)len)
-            return RMA_SUCCESS;
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return RMA_ERR_INTERNAL; /* the caller's cue to drain and retry */
-        RMA_WARN("send to a peer: %s", n < 0 ? strerror(errno) : "short packet");
-        return RMA_ERR_REMOTE;
-    }
+    int err = engram_fd_pass_send(fd, buf, len, fds, nfds, flags);
+    if (err == 0)
+        return RMA_SUCCESS;
+    if (err == EAGAIN || err == EWOULDBLOCK)
+        return RMA_ERR_INTERNAL; /* the caller's cue to drain and retry */
+    RMA_WARN("send to a peer: %s", strerror(err));
+    return RMA_ERR_REMOTE;
 }
 
 rma_result_t rma_mesh_send_all(rma_comm_t *c, const void *buf, size_t len, const int *fds, int nfds)
@@ -289,42 +233,22 @@ rma_result_t rma_mesh_send_all(rma_comm_t *c, const void *buf, size_t len, const
 rma_result_t rma_mesh_recv(rma_comm_t *c, int peer, void *buf, size_t cap, size_t *len, int *fds, int max_fds,
                            int *nfds)
 {
-    union {
-        char buf[CMSG_SPACE(sizeof(int) * MESH_MAX_FDS)];
-        struct cmsghdr align;
-    } ctrl;
-    struct iovec iov = {.iov_base = buf, .iov_len = cap};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.buf, .msg_controllen = sizeof(ctrl)};
     *nfds = 0;
     if (!wait_fd(c->ctl[peer], POLLIN)) {
         RMA_WARN("rank %d: timed out waiting for rank %d in a collective step", c->rank, peer);
         return RMA_ERR_REMOTE;
     }
-    ssize_t n;
-    do
-        n = recvmsg(c->ctl[peer], &msg, MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
+    size_t n = 0;
     int got = 0;
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm != NULL; cm = CMSG_NXTHDR(&msg, cm)) {
-        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-            continue;
-        int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-        int *in = (int *)CMSG_DATA(cm);
-        for (int i = 0; i < k; i++) {
-            if (got < max_fds)
-                fds[got++] = in[i];
-            else
-                close(in[i]);
-        }
-    }
-    if (n <= 0 || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+    int err = engram_fd_pass_recv(c->ctl[peer], buf, cap, &n, fds, max_fds, &got, 0);
+    if (err != 0 || n == 0) {
         for (int i = 0; i < got; i++)
             close(fds[i]);
         RMA_WARN("rank %d: %s from rank %d in a collective step", c->rank,
-                 n < 0 ? strerror(errno) : n == 0 ? "connection closed" : "oversized packet", peer);
+                 err == EMSGSIZE ? "oversized packet" : err != 0 ? strerror(err) : "connection closed", peer);
         return RMA_ERR_REMOTE;
     }
-    *len = (size_t)n;
+    *len = n;
     *nfds = got;
     return RMA_SUCCESS;
 }

@@ -99,7 +99,7 @@ static rma_result_t plugin_close_coll(void *coll_comm)
             res = r;
     }
     if (c->module != NULL)
-        rma_cu.cuModuleUnload(c->module);
+        engram_cu.cuModuleUnload(c->module);
     if (c->signal_stream != NULL)
         cudaStreamDestroy(c->signal_stream);
     pthread_mutex_destroy(&c->lock);

@@ -51,7 +51,7 @@ static void describe(char *addr, size_t size, reg_desc_t *d, int *fds, char *why
         if (d->nseg == REG_MAX_SEGS)
             goto not_shared;
         step = "cuMemGetAddressRange";
-        r = rma_cu.cuMemGetAddressRange(&base, &len, (CUdeviceptr)(uintptr_t)pos);
+        r = engram_cu.cuMemGetAddressRange(&base, &len, (CUdeviceptr)(uintptr_t)pos);
         if (r != CUDA_SUCCESS || len == 0)
             goto not_shared;
         /* Host-backed (HOST_NUMA) allocations report base 0 on some
@@ -60,12 +60,12 @@ static void describe(char *addr, size_t size, reg_desc_t *d, int *fds, char *why
         if (base == 0)
             base = (CUdeviceptr)(uintptr_t)pos;
         step = "cuMemRetainAllocationHandle";
-        r = rma_cu.cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)base);
+        r = engram_cu.cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)base);
         if (r != CUDA_SUCCESS)
             goto not_shared;
         step = "cuMemExportToShareableHandle(POSIX fd)";
-        r = rma_cu.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-        rma_cu.cuMemRelease(h);
+        r = engram_cu.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        engram_cu.cuMemRelease(h);
         if (r != CUDA_SUCCESS)
             goto not_shared;
         if (d->nseg == 0)
@@ -77,7 +77,7 @@ static void describe(char *addr, size_t size, reg_desc_t *d, int *fds, char *why
     return;
 not_shared:
     snprintf(why, why_len, "%s at offset %zu: %s", step, (size_t)(pos - addr),
-             r == CUDA_SUCCESS ? "refused" : rma_cu_str(r));
+             r == CUDA_SUCCESS ? "refused" : engram_cu_str(r));
     close_fds(fds, d->nseg);
     d->nseg = 0;
 }
@@ -86,12 +86,12 @@ static void view_release(rma_view_t *v)
 {
     size_t off = 0;
     for (int i = 0; i < v->nseg; i++) {
-        rma_cu.cuMemUnmap(v->va + off, v->seg_len[i]);
-        rma_cu.cuMemRelease(v->handles[i]);
+        engram_cu.cuMemUnmap(v->va + off, v->seg_len[i]);
+        engram_cu.cuMemRelease(v->handles[i]);
         off += v->seg_len[i];
     }
     if (v->va != 0)
-        rma_cu.cuMemAddressFree(v->va, v->va_len);
+        engram_cu.cuMemAddressFree(v->va, v->va_len);
     free(v->handles);
     free(v->seg_len);
     memset(v, 0, sizeof(*v));
@@ -105,10 +105,10 @@ static void host_access(const rma_view_t *v)
     size_t off = 0;
     for (int i = 0; i < v->nseg; i++) {
         CUmemAllocationProp p;
-        if (rma_cu.cuMemGetAllocationPropertiesFromHandle(&p, v->handles[i]) == CUDA_SUCCESS &&
+        if (engram_cu.cuMemGetAllocationPropertiesFromHandle(&p, v->handles[i]) == CUDA_SUCCESS &&
             p.location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA) {
             CUmemAccessDesc cpu = {.location = p.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-            (void)rma_cu.cuMemSetAccess(v->va + off, v->seg_len[i], &cpu, 1);
+            (void)engram_cu.cuMemSetAccess(v->va + off, v->seg_len[i], &cpu, 1);
         }
         off += v->seg_len[i];
     }
@@ -134,20 +134,20 @@ static rma_result_t view_import(rma_comm_t *c, int peer, const reg_desc_t *d, co
     v->seg_len = calloc((size_t)d->nseg, sizeof(*v->seg_len));
     if (v->handles == NULL || v->seg_len == NULL)
         return RMA_ERR_SYSTEM;
-    CUresult r = rma_cu.cuMemAddressReserve(&v->va, total, 0, 0, 0);
+    CUresult r = engram_cu.cuMemAddressReserve(&v->va, total, 0, 0, 0);
     if (r != CUDA_SUCCESS)
         goto cuda_failed;
     v->va_len = total;
     size_t off = 0;
     for (int i = 0; i < d->nseg; i++) {
         CUmemGenericAllocationHandle h;
-        r = rma_cu.cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fds[i],
-                                                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        CUmemAllocationProp prop;
+        r = engram_cu_import_fd(fds[i], &h, &prop);
         if (r != CUDA_SUCCESS)
             goto cuda_failed;
-        r = rma_cu.cuMemMap(v->va + off, d->seg_len[i], 0, h, 0);
+        r = engram_cu.cuMemMap(v->va + off, d->seg_len[i], 0, h, 0);
         if (r != CUDA_SUCCESS) {
-            rma_cu.cuMemRelease(h);
+            engram_cu.cuMemRelease(h);
             goto cuda_failed;
         }
         v->handles[v->nseg] = h;
@@ -156,14 +156,14 @@ static rma_result_t view_import(rma_comm_t *c, int peer, const reg_desc_t *d, co
     }
     CUmemAccessDesc access = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = c->cuda_dev},
                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    r = rma_cu.cuMemSetAccess(v->va, total, &access, 1);
+    r = engram_cu.cuMemSetAccess(v->va, total, &access, 1);
     if (r != CUDA_SUCCESS)
         goto cuda_failed;
     host_access(v);
     v->base = (char *)(uintptr_t)(v->va + d->first_offset);
     return RMA_SUCCESS;
 cuda_failed:
-    RMA_WARN("mapping rank %d's registration on GPU %d: %s", peer, c->cuda_dev, rma_cu_str(r));
+    RMA_WARN("mapping rank %d's registration on GPU %d: %s", peer, c->cuda_dev, engram_cu_str(r));
     return RMA_ERR_CUDA;
 }
 
@@ -256,7 +256,7 @@ rma_result_t rma_region_register(rma_comm_t *c, void *data, size_t size, int typ
     g->views[c->rank].size = size;
     g->views[c->rank].id = mine.id;
     CUmemorytype mt;
-    g->cpu_signal = size > 0 && rma_cu.cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+    g->cpu_signal = size > 0 && engram_cu.cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                                              (CUdeviceptr)(uintptr_t)data) != CUDA_SUCCESS;
     pthread_mutex_lock(&c->lock);
     g->next = c->regions;
