@@ -51,7 +51,8 @@ static engram_status_t context_create(ucp_context_h *ctx, size_t estimated_eps)
                             ucs_status_string(us));
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS,
-        .features = UCP_FEATURE_RMA,
+        /* AM: gets where no lane does RMA (ucx_am_get.c) */
+        .features = UCP_FEATURE_RMA | UCP_FEATURE_AM,
         .estimated_num_eps = estimated_eps,
     };
     us = ucp_init(&params, config, ctx);
@@ -166,6 +167,7 @@ static void ucx_close(engram_transport_t *t)
         queue_shutdown(t, &t->queues[q]);
         free(t->queues[q].conns);
         free(t->queues[q].held);
+        free(t->queues[q].am_slots);
     }
     free(t->queues);
     if (t->ctx != NULL)
@@ -307,6 +309,9 @@ static engram_status_t ucx_open(engram_group_t *group, const struct engram_confi
                               ucs_status_string(us));
             goto close_t;
         }
+        st = engram_ucx_am_init(t, &t->queues[q]);
+        if (st != ENGRAM_OK)
+            goto close_t;
         st = queue_connect(t, &t->queues[q]);
         if (st != ENGRAM_OK)
             goto close_t;
