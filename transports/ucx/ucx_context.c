@@ -172,7 +172,7 @@ static void ucx_close(engram_transport_t *t)
     free(t->queues);
     if (t->ctx != NULL)
         ucp_cleanup(t->ctx);
-    free(t->peer_pid);
+    engram_ucx_liveness_close(t);
     free(t->peer_dead);
     free(t);
 }

@@ -98,7 +98,7 @@ struct engram_transport {
     int nqueues;
     ucx_queue_t *queues;
     uint8_t *peer_dead; /* [size]: set on failure reports and pid checks, read with atomics */
-    int *peer_pid;      /* [size]: pid of a peer on this host, 0 when it cannot be checked */
+    int *peer_watch;    /* [size]: pid_watch of a peer on this host, -1 when it cannot be watched */
     bool err_mode_peer; /* endpoints report peer failure (not all UCX transports can) */
     engram_region_t *regions;
     bool target_progress; /* no lane reads remote memory: gets are active messages the owner serves */
@@ -119,9 +119,11 @@ uint64_t engram_ucx_now_ns(void);
 /* Rank that serves `peer` under `span` for this process. */
 int engram_ucx_peer_rank(const engram_transport_t *t, engram_reg_span_t span, int peer);
 bool engram_ucx_peer_is_dead(const engram_transport_t *t, int rank);
-/* Collective: learns which peers share this host, to check them by pid. */
+/* Collective: learns which peers share this host and watches them
+ * (pid_watch.h); liveness_close closes the watches. */
 engram_status_t engram_ucx_liveness_init(engram_transport_t *t);
-/* Whether `rank` has failed; marks it dead if its process is gone. */
+void engram_ucx_liveness_close(engram_transport_t *t);
+/* Whether `rank` has failed; marks it dead if its watched process exited. */
 bool engram_ucx_check_peer(engram_transport_t *t, int rank);
 
 /* Collective: every rank contributes `len` bytes (lengths may differ);
