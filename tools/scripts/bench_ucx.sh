@@ -104,8 +104,8 @@ for tls in $tls_list; do
             'BEGIN { rg = e / g; rp = e / (p / 1e6)
                      printf "UCX_TLS=%s %s: engram %.3f MPPS | ref memcpy-gather %.3f MPPS | ratio %.3f | ucx_perftest -t ucp_get -s %d -O %d %.4f Mmsg/s | ratio %.3f\n",
                             tls, c, e, g, rg, s, w, p / 1e6, rp
-                     if (tls == "posix") printf "  target UCX_TLS=posix: memcpy-gather ratio %.3f >= 0.8: %s\n", rg, rg >= 0.8 ? "met" : "NOT met"
-                     else if (tls == "tcp") printf "  target UCX_TLS=tcp: ucx_perftest ratio %.3f >= 1.0: %s\n", rp, rp >= 1.0 ? "met" : "NOT met" }'
+                     if (tls == "posix") printf "  target UCX_TLS=posix: memcpy-gather ratio %.3f >= 0.8: %s\n", rg, (rg >= 0.8 ? "met" : "NOT met")
+                     else if (tls == "tcp") printf "  target UCX_TLS=tcp: ucx_perftest ratio %.3f >= 1.0: %s\n", rp, (rp >= 1.0 ? "met" : "NOT met") }'
     done <<<"$out"
     unset perftest
 done
