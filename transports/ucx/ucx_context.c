@@ -129,11 +129,11 @@ static void queue_shutdown(engram_transport_t *t, ucx_queue_t *q)
     q->worker = NULL;
 }
 
-/* UCP 1.13 serves an emulated get from the address in the request without
- * looking at registrations, closed endpoints included, and cannot force a
- * close without failure reports (shared memory): only a destroyed worker
- * stops serving. Its keys and requests go first; closing its endpoints may
- * still serve, while the memory is mapped. */
+/* A get reply queued in UCX still reads the owner's rows when it is sent,
+ * closed endpoints included, and UCP 1.13 cannot force a close without
+ * failure reports (shared memory): only a destroyed worker stops serving.
+ * Its keys and requests go first; closing its endpoints may still serve,
+ * while the memory is mapped. */
 void engram_ucx_quiesce(engram_transport_t *t, const char *why)
 {
     if (t->quiesced[0] != '\0')

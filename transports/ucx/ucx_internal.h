@@ -175,8 +175,8 @@ bool engram_ucx_am_flushed(const ucx_conn_t *conn, uint64_t seq);
 void engram_ucx_am_reclaim(ucx_conn_t *conn);
 
 /* The endpoints' lanes as "tl/dev(roles), ..." into buf; returns whether
- * any lane does RMA itself (false: UCP emulates gets with active messages,
- * served by the owner's CPU). */
+ * any lane does RMA itself (false: gets are active messages, served by the
+ * owner's CPU: ucx_am_get.c). */
 bool engram_ucx_lanes(const engram_transport_t *t, char *buf, size_t len);
 void engram_ucx_describe(const engram_transport_t *t, char *buf, size_t len);
 
