@@ -10,6 +10,7 @@
 #   BENCH_UCX_TLS     UCX_TLS values to run, in turn      [posix tcp]
 #   ENGRAM_UCX_WINDOW outstanding gets per worker, passed to engram and as
 #                     perftest's -O                       [256, the config default]
+#   ENGRAM_TIMEOUT_MS engram's bound on waits and barriers [600000]
 #   PERFTEST_SECONDS  how long perftest's timed run should take; its
 #                     iteration count comes from a short calibration run [5]
 #   BAZEL_OUTPUT_BASE optional --output_base for the build
@@ -22,6 +23,9 @@ tls_list=${BENCH_UCX_TLS:-posix tcp}
 export ENGRAM_UCX_WINDOW=${ENGRAM_UCX_WINDOW:-256}
 window=$ENGRAM_UCX_WINDOW
 seconds=${PERFTEST_SECONDS:-5}
+# While one rank runs all its timed fetches the others wait in one barrier,
+# which over tcp on a loaded 2-core VM can outlast the 30 s default.
+export ENGRAM_TIMEOUT_MS=${ENGRAM_TIMEOUT_MS:-600000}
 [[ $window =~ ^[1-9][0-9]*$ ]] || { echo "bench_ucx: ENGRAM_UCX_WINDOW must be a positive integer, got '$window'" >&2; exit 2; }
 [[ $seconds =~ ^[1-9][0-9]*$ ]] || { echo "bench_ucx: PERFTEST_SECONDS must be a positive integer, got '$seconds'" >&2; exit 2; }
 bazel_cmd=(bazel)
