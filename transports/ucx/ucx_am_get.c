@@ -1,5 +1,5 @@
 /* Gets as UCP active messages, where no lane reads remote memory itself
- * (tcp, and posix/sysv for memory UCX did not allocate).
+ * and the endpoints report peer failure (tcp; t->am_gets).
  *
  * Why not ucp_get_nbx there: UCP 1.13 (and UCX master) then emulates the
  * get with its own active messages, and the owner answers inside the

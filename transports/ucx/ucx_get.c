@@ -1,5 +1,6 @@
 /* The data path: direct gets (memcpy from peers' memory UCX mapped here),
- * windowed active-message gets where no lane does RMA (ucx_am_get.c),
+ * windowed active-message gets where no lane does RMA and endpoints report
+ * peer failure (ucx_am_get.c),
  * ucp_get_nbx elsewhere, per-peer flushes, and the test that drives
  * progress. No thread progresses behind the caller. */
 #include <stdlib.h>
@@ -60,7 +61,7 @@ static unsigned live_inflight(engram_transport_t *t, ucx_queue_t *q)
     for (int r = 0; r < t->size; r++) {
         if (q->conns[r].inflight == 0 || !engram_ucx_check_peer(t, r))
             continue;
-        if (t->target_progress)
+        if (t->am_gets)
             engram_ucx_am_reclaim(&q->conns[r]);
         else
             dead += q->conns[r].inflight;
@@ -119,7 +120,7 @@ static engram_status_t get_locked(engram_transport_t *t, int queue, int peer, en
         return st;
 
     ucx_conn_t *conn = &q->conns[rank];
-    if (t->target_progress) {
+    if (t->am_gets) {
         st = engram_ucx_am_get(conn, remote->remote_base[peer] + remote_off, local->local_base + local_off, len);
         if (st != ENGRAM_OK)
             return st;
@@ -188,7 +189,7 @@ static engram_status_t flush_locked(engram_transport_t *t, int queue, int peer, 
         return ENGRAM_OK;
     }
     r->conn->posted = 0;
-    if (t->target_progress) {
+    if (t->am_gets) {
         r->am_seq = r->conn->am_issued;
         *req = r;
         return ENGRAM_OK;

@@ -61,7 +61,7 @@ struct ucx_queue {
      * serve_others, so direct gets do not take `busy`. */
     engram_held_copy_t *held; /* [UCX_HELD_DEPTH] */
     unsigned nheld;
-    /* Active-message gets (t->am_gets): ucx_window slots, a free list. */
+    /* Our active-message gets (t->am_gets): ucx_window slots, a free list. */
     ucx_am_slot_t *am_slots;
     uint32_t am_nslots, am_free;
 };
@@ -102,6 +102,7 @@ struct engram_transport {
     bool err_mode_peer; /* endpoints report peer failure (not all UCX transports can) */
     engram_region_t *regions;
     bool target_progress; /* no lane reads remote memory: gets are active messages the owner serves */
+    bool am_gets;         /* ... and they are ours (ucx_am_get.c), not UCP's emulation */
     char quiesced[192];   /* why every worker was destroyed; empty: they were not */
 };
 
