@@ -29,8 +29,8 @@ static bool lane_add(const char *line, char *out, size_t len)
         snprintf(out + used, len - used, "%s%s", used ? ", " : "", entry);
     }
     /* "rma#i" marks a lane that reads remote memory in hardware/kernel;
-     * "rma_bw#i" alone serves rendezvous, and with no rma lane UCP emulates
-     * gets over active messages. */
+     * "rma_bw#i" alone serves rendezvous, and with no rma lane gets are
+     * active messages (ucx_am_get.c). */
     for (const char *r = strstr(roles, "rma"); r != NULL && r < roles + roles_len; r = strstr(r + 3, "rma")) {
         if (r[3] != '_')
             return true;
@@ -73,5 +73,5 @@ void engram_ucx_describe(const engram_transport_t *t, char *buf, size_t len)
     ucp_get_version(&major, &minor, &release);
     snprintf(buf, len, "UCX %u.%u.%u, %d queues x %d endpoints, lanes: %s%s", major, minor, release, t->nqueues,
              t->size, lanes[0] ? lanes : "none",
-             t->target_progress ? "; gets emulated over active messages (owners must progress)" : "");
+             t->target_progress ? "; gets as active messages (owners must progress)" : "");
 }

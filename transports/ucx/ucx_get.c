@@ -1,6 +1,8 @@
 /* The data path: direct gets (memcpy from peers' memory UCX mapped here),
- * windowed ucp_get_nbx elsewhere, per-peer endpoint flushes, and the test
- * that drives progress. No thread progresses behind the caller. */
+ * windowed active-message gets where no lane does RMA and endpoints report
+ * peer failure (ucx_am_get.c),
+ * ucp_get_nbx elsewhere, per-peer flushes, and the test that drives
+ * progress. No thread progresses behind the caller. */
 #include <stdlib.h>
 
 #include "hal/log.h"
@@ -47,15 +49,19 @@ void engram_ucx_ring_all(engram_transport_t *t)
 
 /* Gets in flight to live peers. A dead peer's gets may never complete
  * (without failure reports UCX does not fail them until close), so they
- * do not hold the window. */
+ * do not hold the window: active-message gets give their slots back. */
 static unsigned live_inflight(engram_transport_t *t, ucx_queue_t *q)
 {
-    unsigned n = q->inflight;
+    unsigned dead = 0;
     for (int r = 0; r < t->size; r++) {
-        if (q->conns[r].inflight > 0 && engram_ucx_check_peer(t, r))
-            n -= q->conns[r].inflight;
+        if (q->conns[r].inflight == 0 || !engram_ucx_check_peer(t, r))
+            continue;
+        if (t->am_gets)
+            engram_ucx_am_reclaim(&q->conns[r]);
+        else
+            dead += q->conns[r].inflight;
     }
-    return n;
+    return q->inflight - dead;
 }
 
 /* Progresses the queue's worker until fewer than `window` gets are in
@@ -108,6 +114,15 @@ static engram_status_t get_locked(engram_transport_t *t, int queue, int peer, en
         return st;
 
     ucx_conn_t *conn = &q->conns[rank];
+    if (t->am_gets) {
+        st = engram_ucx_am_get(conn, remote->remote_base[peer] + remote_off, local->local_base + local_off, len);
+        if (st != ENGRAM_OK)
+            return st;
+        conn->posted++;
+        if (!(flags & ENGRAM_GET_AGGREGATE))
+            ucp_worker_progress(q->worker);
+        return ENGRAM_OK;
+    }
     ucp_request_param_t param = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH,
         .cb.send = get_done,
@@ -168,6 +183,11 @@ static engram_status_t flush_locked(engram_transport_t *t, int queue, int peer, 
         return ENGRAM_OK;
     }
     r->conn->posted = 0;
+    if (t->am_gets) {
+        r->am_seq = r->conn->am_issued;
+        *req = r;
+        return ENGRAM_OK;
+    }
     ucp_request_param_t param = {0};
     ucs_status_ptr_t ucp_req = ucp_ep_flush_nbx(r->conn->ep, &param);
     if (UCS_PTR_IS_PTR(ucp_req))
@@ -198,26 +218,36 @@ static engram_status_t flush_result(engram_transport_t *t, ucx_conn_t *conn, ucs
                         ucs_status_string(us));
 }
 
+/* Ends a flush still open: its UCP request released (UCX may never finish
+ * it; it releases it when it does, at the latest when close cancels the
+ * endpoint), its active-message gets no longer awaited. */
+static void request_end(engram_request_t *req)
+{
+    if (req->ucp_req != NULL)
+        ucp_request_free(req->ucp_req);
+    req->ucp_req = NULL;
+    req->am_seq = 0;
+}
+
 static engram_status_t test_locked(engram_transport_t *t, engram_request_t *req)
 {
-    if (req->ucp_req == NULL) {
+    if (req->ucp_req == NULL && req->am_seq == 0) {
         /* Finished at flush time (nothing was outstanding, or it failed). */
         if (req->result == ENGRAM_INPROGRESS)
             req->result = flush_result(t, req->conn, UCS_OK);
         return req->result;
     }
     ucp_worker_progress(req->conn->queue->worker);
-    ucs_status_t us = ucp_request_check_status(req->ucp_req);
+    ucs_status_t us = req->ucp_req != NULL ? ucp_request_check_status(req->ucp_req)
+                      : engram_ucx_am_flushed(req->conn, req->am_seq) ? UCS_OK : UCS_INPROGRESS;
     if (us == UCS_INPROGRESS) {
         engram_ucx_serve_others(t, req->conn->queue);
         uint64_t now = engram_ucx_now_ns();
         if (now >= req->next_check_ns) {
             req->next_check_ns = now + PEER_CHECK_NS;
             if (engram_ucx_check_peer(t, req->conn->rank)) {
-                /* UCX may never finish it; it releases it when it does,
-                 * at the latest when close cancels the endpoint. */
-                ucp_request_free(req->ucp_req);
-                req->ucp_req = NULL;
+                request_end(req);
+                engram_ucx_am_reclaim(req->conn);
                 req->conn->get_error = UCS_OK;
                 req->result = ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx: peer rank %d exited before its gets completed",
                                            req->conn->rank);
@@ -231,8 +261,7 @@ static engram_status_t test_locked(engram_transport_t *t, engram_request_t *req)
                             t->target_progress ? " (gets are served by the owner's CPU on these UCX transports: "
                                                  "is it progressing?)" : "");
     }
-    ucp_request_free(req->ucp_req);
-    req->ucp_req = NULL;
+    request_end(req);
     req->result = flush_result(t, req->conn, us);
     return req->result;
 }
@@ -313,10 +342,9 @@ void engram_ucx_requests_cancel(engram_transport_t *t, ucx_queue_t *q)
 {
     (void)t;
     for (engram_request_t *r = q->requests; r != NULL; r = r->next) {
-        if (r->ucp_req == NULL)
+        if (r->ucp_req == NULL && r->am_seq == 0)
             continue;
-        ucp_request_free(r->ucp_req); /* the worker's destruction ends it */
-        r->ucp_req = NULL;
+        request_end(r); /* the worker's destruction ends it */
         r->result = ENGRAM_ERR_PEER;
     }
 }

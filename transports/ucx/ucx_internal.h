@@ -24,12 +24,30 @@ typedef struct ucx_conn {
     unsigned inflight;      /* this endpoint's share of queue->inflight */
     unsigned posted;        /* ucp_get_nbx calls since the last flush: none, nothing to flush */
     ucs_status_t get_error; /* first failed get since the last flush reported it */
+    uint64_t am_issued;     /* active-message gets ever sent (their seq) */
 } ucx_conn_t;
+
+/* An active-message get awaiting its reply (ucx_am_get.c). */
+typedef struct ucx_am_slot {
+    ucx_conn_t *conn; /* NULL: free */
+    char *dst;
+    uint32_t next_free;
+    struct ucx_am_get_hdr {
+        uint64_t addr;  /* in the owner's address space */
+        uint64_t len;
+        uint64_t seq;   /* conn->am_issued at issue: what flushes wait for */
+        uint32_t token; /* this slot's index on the requester's queue */
+        int32_t rank;   /* requester (in a request), owner (in a reply) */
+        int32_t status; /* reply: 0, or the owner refused the bytes */
+        uint32_t pad;
+    } hdr; /* the request's header, read by UCP until it is sent */
+} ucx_am_slot_t;
 
 /* Direct gets (peer memory mapped here) held per queue until the doorbell. */
 #define UCX_HELD_DEPTH 1024
 
 struct ucx_queue {
+    engram_transport_t *t;
     /* Held by the queue's own calls and, briefly, by another queue's
      * thread serving peers through this worker (owner-progress transports:
      * a stalled queue must not starve peers waiting on this one). */
@@ -43,6 +61,9 @@ struct ucx_queue {
      * serve_others, so direct gets do not take `busy`. */
     engram_held_copy_t *held; /* [UCX_HELD_DEPTH] */
     unsigned nheld;
+    /* Our active-message gets (t->am_gets): ucx_window slots, a free list. */
+    ucx_am_slot_t *am_slots;
+    uint32_t am_nslots, am_free;
 };
 
 struct engram_region {
@@ -77,16 +98,18 @@ struct engram_transport {
     int nqueues;
     ucx_queue_t *queues;
     uint8_t *peer_dead; /* [size]: set on failure reports and pid checks, read with atomics */
-    int *peer_pid;      /* [size]: pid of a peer on this host, 0 when it cannot be checked */
+    int *peer_watch;    /* [size]: pid_watch of a peer on this host, -1 when it cannot be watched */
     bool err_mode_peer; /* endpoints report peer failure (not all UCX transports can) */
     engram_region_t *regions;
-    bool target_progress; /* gets are served by the owner's CPU (AM-emulated RMA) */
+    bool target_progress; /* no lane reads remote memory: gets are active messages the owner serves */
+    bool am_gets;         /* ... and they are ours (ucx_am_get.c), not UCP's emulation */
     char quiesced[192];   /* why every worker was destroyed; empty: they were not */
 };
 
 struct engram_request {
     engram_request_t *prev, *next; /* the queue's list */
     ucs_status_ptr_t ucp_req; /* the endpoint flush; NULL once finished */
+    uint64_t am_seq;          /* active-message gets: waits for the conn's gets up to this seq; 0 once finished */
     ucx_conn_t *conn;
     uint64_t deadline_ns;
     uint64_t next_check_ns; /* when to look at the peer's pid again */
@@ -97,9 +120,11 @@ uint64_t engram_ucx_now_ns(void);
 /* Rank that serves `peer` under `span` for this process. */
 int engram_ucx_peer_rank(const engram_transport_t *t, engram_reg_span_t span, int peer);
 bool engram_ucx_peer_is_dead(const engram_transport_t *t, int rank);
-/* Collective: learns which peers share this host, to check them by pid. */
+/* Collective: learns which peers share this host and watches them
+ * (pid_watch.h); liveness_close closes the watches. */
 engram_status_t engram_ucx_liveness_init(engram_transport_t *t);
-/* Whether `rank` has failed; marks it dead if its process is gone. */
+void engram_ucx_liveness_close(engram_transport_t *t);
+/* Whether `rank` has failed; marks it dead if its watched process exited. */
 bool engram_ucx_check_peer(engram_transport_t *t, int rank);
 
 /* Collective: every rank contributes `len` bytes (lengths may differ);
@@ -141,9 +166,18 @@ void engram_ucx_queue_leave(ucx_queue_t *q);
  * in use right now, so peers' gets to them are served. */
 void engram_ucx_serve_others(engram_transport_t *t, const ucx_queue_t *self);
 
+/* Gets as active messages (ucx_am_get.c says why). am_init: the queue's
+ * slots and handlers; am_get: one get (the window has room); am_flushed:
+ * the conn's gets up to `seq` have landed; am_reclaim: a dead peer's gets
+ * give their slots back (late replies are then ignored). */
+engram_status_t engram_ucx_am_init(engram_transport_t *t, ucx_queue_t *q);
+engram_status_t engram_ucx_am_get(ucx_conn_t *conn, uint64_t remote_addr, char *dst, size_t len);
+bool engram_ucx_am_flushed(const ucx_conn_t *conn, uint64_t seq);
+void engram_ucx_am_reclaim(ucx_conn_t *conn);
+
 /* The endpoints' lanes as "tl/dev(roles), ..." into buf; returns whether
- * any lane does RMA itself (false: UCP emulates gets with active messages,
- * served by the owner's CPU). */
+ * any lane does RMA itself (false: gets are active messages, served by the
+ * owner's CPU: ucx_am_get.c). */
 bool engram_ucx_lanes(const engram_transport_t *t, char *buf, size_t len);
 void engram_ucx_describe(const engram_transport_t *t, char *buf, size_t len);
 

@@ -90,7 +90,7 @@ static engram_segment_t *table_segment(int rank)
     return seg;
 }
 
-/* Owners serve gets (AM-emulated RMA) until every rank finished its own. */
+/* Owners serve gets (active-message gets) until every rank finished its own. */
 static void serve_until_all(engram_transport_t *t, int *counter, int nranks)
 {
     __atomic_add_fetch(counter, 1, __ATOMIC_SEQ_CST);
