@@ -1,5 +1,6 @@
-/* Plugin loading: libengram_transport_<name>.so from absolute plugin_path
- * directories, checked before any of its functions is trusted.
+/* Plugin loading: libengram_transport_<name>.so from the module directory
+ * that ships with the library (<libdir>/engram), then from absolute
+ * plugin_path directories, checked before any of its functions is trusted.
  *
  * Lifetime: an accepted plugin is never dlclose()d. Its ops (and the
  * transports, regions and requests they created) may be in use anywhere in
@@ -11,6 +12,7 @@
 #include <fcntl.h>
 #include <dlfcn.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,11 +203,67 @@ out:
     return st;
 }
 
+/* The file (shared library or program) holding this code. */
+static bool self_object(char *buf, size_t len, bool *shared)
+{
+    Dl_info info;
+    if (dladdr((void *)&engram_registry_module_dir, &info) == 0 || info.dli_fname == NULL)
+        return false;
+    const char *name = info.dli_fname;
+    *shared = strstr(name, ".so") != NULL;
+    if (!*shared) { /* the main program: dladdr may give argv[0] */
+        ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+        if (n <= 0)
+            return false;
+        buf[n] = '\0';
+        return true;
+    }
+    return realpath(name, buf) != NULL;
+}
+
+static char module_dir[PATH_MAX];
+
+static void module_dir_init(void)
+{
+    char self[PATH_MAX];
+    bool shared = false;
+    if (!self_object(self, sizeof(self), &shared))
+        return;
+    char *slash = strrchr(self, '/');
+    if (slash == NULL)
+        return;
+    *slash = '\0';
+    int n = snprintf(module_dir, sizeof(module_dir), "%s/%s", self, shared ? "engram" : "../lib/engram");
+    if (n < 0 || (size_t)n >= sizeof(module_dir))
+        module_dir[0] = '\0';
+}
+
+const char *engram_registry_module_dir(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, module_dir_init);
+    return module_dir;
+}
+
+/* A module resolves the library's functions (engram_error_at, the group
+ * calls) against the process's global scope. When libengram itself was
+ * loaded RTLD_LOCAL (a Python extension, dlopen by a framework) it is not
+ * in that scope, so it is promoted first; a program linking the library
+ * statically exports them itself (-rdynamic). */
+static void promote_self(void)
+{
+    char self[PATH_MAX];
+    bool shared = false;
+    if (self_object(self, sizeof(self), &shared) && shared)
+        (void)dlopen(self, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+}
+
 static engram_status_t plugin_open(const char *file, const char *name, const engram_transport_ops_t **out)
 {
     engram_status_t complete = plugin_file_complete(file);
     if (complete != ENGRAM_OK)
         return complete;
+    promote_self();
     void *handle = dlopen(file, RTLD_NOW | RTLD_LOCAL);
     if (handle == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_IO, "plugin %s could not be loaded: %s", file, dlerror());
@@ -228,6 +286,13 @@ engram_status_t engram_registry_load_plugin(const char *name, const char *plugin
     engram_status_t st = plugin_path_check(plugin_path);
     if (st != ENGRAM_OK)
         return st;
+    const char *modules = engram_registry_module_dir();
+    if (modules[0] != '\0') {
+        char file[PATH_MAX];
+        int n = snprintf(file, sizeof(file), "%s/libengram_transport_%s.so", modules, name);
+        if (n >= 0 && (size_t)n < sizeof(file) && access(file, F_OK) == 0)
+            return plugin_open(file, name, out);
+    }
     const char *rest = path_begin(plugin_path), *entry;
     size_t len;
     while (path_next(&rest, &entry, &len)) {
@@ -244,13 +309,14 @@ engram_status_t engram_registry_load_plugin(const char *name, const char *plugin
     known_backends(known, sizeof(known));
     if (plugin_path[0] == '\0')
         return ENGRAM_ERROR(ENGRAM_ERR_NOT_FOUND,
-                            "transport '%s' not found: not a built-in (known backends: %s) and plugin_path is "
-                            "empty, so no libengram_transport_%s.so was looked for (set ENGRAM_PLUGIN_PATH)",
-                            name, known, name);
+                            "transport '%s' not found: not a built-in (known backends: %s), no "
+                            "libengram_transport_%s.so in the module directory '%s', and plugin_path is empty "
+                            "(set ENGRAM_PLUGIN_PATH)",
+                            name, known, name, modules);
     return ENGRAM_ERROR(ENGRAM_ERR_NOT_FOUND,
                         "transport '%s' not found: not a built-in (known backends: %s) and no "
-                        "libengram_transport_%s.so in plugin_path directories %s",
-                        name, known, name, plugin_path);
+                        "libengram_transport_%s.so in the module directory '%s' or plugin_path directories %s",
+                        name, known, name, modules, plugin_path);
 }
 
 static int compare_names(const void *a, const void *b)

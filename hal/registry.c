@@ -36,13 +36,34 @@ static const engram_builtin_t *builtin_find(const char *name)
     return NULL;
 }
 
-/* Why `b` cannot run on this machine and group, or NULL when it can. */
-static const char *builtin_unusable(const engram_builtin_t *b, engram_group_t *group)
+const engram_transport_ops_t *engram_registry_builtin_ops(const engram_builtin_t *b, const char **why)
 {
-    if (b->ops == NULL)
-        return b->absent_reason ? b->absent_reason : "not in this build";
+    static _Thread_local char module_error[512];
+    if (b->ops != NULL)
+        return b->ops;
+    if (!b->module) {
+        *why = b->absent_reason ? b->absent_reason : "not in this build";
+        return NULL;
+    }
+    const engram_transport_ops_t *ops = NULL;
+    if (engram_registry_load_plugin(b->name, "", &ops) != ENGRAM_OK) {
+        snprintf(module_error, sizeof(module_error), "module not loaded: %s", engram_last_error());
+        *why = module_error;
+        return NULL;
+    }
+    return ops;
+}
+
+/* Why `b` cannot run on this machine and group, or NULL when it can; its
+ * ops into *ops (NULL when it has none). */
+static const char *builtin_unusable(const engram_builtin_t *b, engram_group_t *group,
+                                    const engram_transport_ops_t **ops)
+{
     const char *why = NULL;
-    if (b->ops->available != NULL && !b->ops->available(group, &why))
+    *ops = engram_registry_builtin_ops(b, &why);
+    if (*ops == NULL)
+        return why;
+    if ((*ops)->available != NULL && !(*ops)->available(group, &why))
         return why ? why : "not available (no reason given)";
     return NULL;
 }
@@ -71,6 +92,8 @@ static const engram_transport_ops_t *auto_plugin(engram_group_t *group, const ch
     char names[MAX_BUILTINS][ENGRAM_PLUGIN_NAME_MAX + 1];
     int n = engram_registry_plugin_names(plugin_path, names, MAX_BUILTINS);
     for (int i = 0; i < n; i++) {
+        if (builtin_find(names[i]) != NULL)
+            continue; /* a module of a built-in row: tried by its priority */
         const engram_transport_ops_t *ops = NULL;
         const char *why = NULL;
         if (engram_registry_load_plugin(names[i], plugin_path, &ops) != ENGRAM_OK)
@@ -112,11 +135,13 @@ static engram_status_t select_auto(engram_group_t *group, const struct engram_co
         order[j] = &engram_builtins[i];
     }
     for (int i = 0; i < engram_builtin_count; i++) {
-        const char *why = order[i]->ops && skipped(order[i]->ops, skip, nskip) ? "failed to open"
-                                                                               : builtin_unusable(order[i], group);
+        const engram_transport_ops_t *ops = NULL;
+        const char *why = builtin_unusable(order[i], group, &ops);
+        if (ops != NULL && skipped(ops, skip, nskip))
+            why = "failed to open";
         if (why == NULL) {
             ENGRAM_INFO("transport=auto chose %s%s%s", order[i]->name, used ? "; passed over " : "", passed);
-            *out = order[i]->ops;
+            *out = ops;
             return ENGRAM_OK;
         }
         passed_over(passed, sizeof(passed), &used, order[i]->name, why);
@@ -158,12 +183,12 @@ engram_status_t engram_registry_select_excluding(engram_group_t *group, const st
     const engram_builtin_t *b = builtin_find(name);
     if (b == NULL)
         return select_plugin(group, name, cfg->plugin_path, out);
-    if (b->ops == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "transport '%s' is not in this build: %s", name,
-                            builtin_unusable(b, group));
-    const char *why = builtin_unusable(b, group);
+    const engram_transport_ops_t *ops = NULL;
+    const char *why = builtin_unusable(b, group, &ops);
+    if (ops == NULL && !b->module)
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "transport '%s' is not in this build: %s", name, why);
     if (why != NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "transport '%s' cannot run here: %s", name, why);
-    *out = b->ops;
+    *out = ops;
     return ENGRAM_OK;
 }

@@ -52,10 +52,10 @@ static const engram_transport_ops_t fake_ucx = {.size = sizeof(fake_ucx), .name 
 
 /* Not in priority order, so auto has to sort. */
 const engram_builtin_t engram_builtins[] = {
-    {"loopback", &fake_loopback, NULL, 20},
-    {"ucx", &fake_ucx, NULL, 10},
-    {"nccl_gin", NULL, "needs NCCL >= 2.30.4, found 2.28.9", 40},
-    {"mlx5dv", &fake_mlx5dv, NULL, 30},
+    {"loopback", &fake_loopback, NULL, 20, false},
+    {"ucx", &fake_ucx, NULL, 10, false},
+    {"nccl_gin", NULL, "needs NCCL >= 2.30.4, found 2.28.9", 40, false},
+    {"mlx5dv", &fake_mlx5dv, NULL, 30, false},
 };
 const int engram_builtin_count = sizeof(engram_builtins) / sizeof(engram_builtins[0]);
 

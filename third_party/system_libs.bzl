@@ -109,7 +109,6 @@ nvcc_toolchain = repository_rule(
 )
 
 def engram_system_libs():
-    system_lib(name = "sys_numa", pretty = "libnuma", header = "numa.h", libs = ["numa"])
     system_lib(name = "sys_ucx", pretty = "UCX", header = "ucp/api/ucp.h", libs = ["ucp", "uct", "ucs"],
                version_header = "ucp/api/ucp_version.h", version_macros = ["UCP_API_MAJOR", "UCP_API_MINOR"])
     system_lib(name = "sys_ibverbs", pretty = "rdma-core", header = "infiniband/mlx5dv.h", libs = ["mlx5", "ibverbs"])

@@ -32,37 +32,38 @@ static void print_caps(const engram_transport_caps_t *caps)
 
 static void print_backend(const engram_builtin_t *b, engram_group_t *g, const engram_config_t *cfg)
 {
-    if (b->ops == NULL) {
-        printf("  %-10s available: no  (%s)\n", b->name, b->absent_reason);
+    const char *why = "";
+    const engram_transport_ops_t *ops = engram_registry_builtin_ops(b, &why);
+    if (ops == NULL) {
+        printf("  %-10s available: no  (%s)\n", b->name, why);
         return;
     }
-    const char *why = "";
-    if (!b->ops->available(g, &why)) {
+    if (!ops->available(g, &why)) {
         printf("  %-10s available: no  (%s)\n", b->name, why);
         return;
     }
     engram_transport_t *t;
-    engram_status_t st = b->ops->open(g, cfg, &t);
+    engram_status_t st = ops->open(g, cfg, &t);
     if (st != ENGRAM_OK) {
         printf("  %-10s available: no  (open failed: %s)\n", b->name, engram_last_error());
         return;
     }
     printf("  %-10s available: yes\n", b->name);
     engram_transport_caps_t caps;
-    b->ops->caps(t, &caps);
+    ops->caps(t, &caps);
     print_caps(&caps);
-    if (b->ops->describe) {
+    if (ops->describe) {
         char desc[1024] = "";
-        b->ops->describe(t, desc, sizeof(desc));
+        ops->describe(t, desc, sizeof(desc));
         if (desc[0])
             printf("      selected: %s\n", desc);
     }
-    b->ops->close(t);
+    ops->close(t);
 }
 
 int main(void)
 {
-    printf("engram %s\n", ENGRAM_VERSION_STRING);
+    printf("engram %s\n", engram_version(NULL, NULL, NULL));
     engram_config_t *cfg;
     if (engram_config_create(&cfg) != ENGRAM_OK) {
         fprintf(stderr, "engram_info: configuration error: %s\n", engram_last_error());
@@ -75,7 +76,9 @@ int main(void)
         engram_config_destroy(cfg);
         return 1;
     }
-    printf("\nbackends (built in; plugins load from plugin_path):\n");
+    const char *modules = engram_registry_module_dir();
+    printf("\nbackends (built in or modules from %s; plugins load from plugin_path):\n",
+           modules[0] ? modules : "(module directory unknown)");
     for (int i = 0; i < engram_registry_builtin_count(); i++)
         print_backend(engram_registry_builtin(i), g, cfg);
     printf("\nconfiguration (ENGRAM_<KEY> env > ENGRAM_CONFIG_FILE > default; API calls override all):\n");

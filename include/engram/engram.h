@@ -11,21 +11,35 @@
  * Errors: every call returns an engram_status_t; the details of a failure
  * are logged once and available from engram_last_error(). Out-parameters are
  * set only on success (the one exception, ENGRAM_ERR_BAD_INDEX from
- * engram_wait, is documented there). */
+ * engram_wait, is documented there).
+ *
+ * Public header (installed as <engram/engram.h>); link -lengram
+ * (pkg-config engram, or CMake find_package(engram) -> engram::engram). */
 #ifndef ENGRAM_ENGRAM_H
 #define ENGRAM_ENGRAM_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include "hal/config.h"
-#include "hal/group.h"
-#include "hal/status.h"
+#include "engram/config.h"
+#include "engram/group.h"
+#include "engram/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* The version these headers belong to; engram_version() reports the
+ * library's. libengram.so.<MAJOR> keeps its ABI within a major version
+ * (symbols versioned ENGRAM_<MAJOR>.<MINOR>). */
+#define ENGRAM_VERSION_MAJOR 0
+#define ENGRAM_VERSION_MINOR 1
+#define ENGRAM_VERSION_PATCH 0
 #define ENGRAM_VERSION_STRING "0.1.0"
+
+/* The running library's version: "major.minor.patch", and each part into
+ * the pointers that are not NULL. */
+ENGRAM_API const char *engram_version(int *major, int *minor, int *patch);
+
 #define ENGRAM_ROW_ALIGN 32u /* table rows are stored at a multiple of this */
 
 typedef struct engram_context engram_context_t;
