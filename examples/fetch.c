@@ -3,13 +3,14 @@
  * index and checks them. Build against an installed engram:
  *   cc fetch.c $(pkg-config --cflags --libs engram) -o fetch
  * or with CMake: find_package(engram) and target_link_libraries(... engram::engram).
+ * Optional argument: the number of ranks (default 4).
  * Exit status 0 when every rank got every row right. */
 #include <engram/engram.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { RANKS = 4, ENTRIES_PER_RANK = 1000, ROW_BYTES = 64, TOKENS = 32, ENTRIES_PER_TOKEN = 3 };
+enum { ENTRIES_PER_RANK = 1000, ROW_BYTES = 64, TOKENS = 32, ENTRIES_PER_TOKEN = 3 };
 
 /* Byte b of global row g: any value that differs between rows and bytes. */
 static unsigned char row_byte(uint64_t g, unsigned b)
@@ -26,7 +27,7 @@ static int fail(int rank, const char *what, engram_status_t st)
 static int rank_main(engram_group_t *group, void *arg)
 {
     (void)arg;
-    int rank = engram_group_rank(group);
+    int rank = engram_group_rank(group), ranks = engram_group_size(group);
     engram_context_t *ctx;
     engram_status_t st = engram_context_create(NULL, group, &ctx); /* config from ENGRAM_* env */
     if (st != ENGRAM_OK)
@@ -51,7 +52,7 @@ static int rank_main(engram_group_t *group, void *arg)
 
     int64_t indices[TOKENS * ENTRIES_PER_TOKEN];
     for (unsigned i = 0; i < TOKENS * ENTRIES_PER_TOKEN; i++)
-        indices[i] = (int64_t)((i * 7919u + (unsigned)rank * 31u) % (RANKS * ENTRIES_PER_RANK));
+        indices[i] = (int64_t)((i * 7919u + (unsigned)rank * 31u) % ((unsigned)ranks * ENTRIES_PER_RANK));
     engram_fetch_t *f;
     if ((st = engram_fetch(table, indices, TOKENS, 0, &f)) != ENGRAM_OK)
         return fail(rank, "engram_fetch", st);
@@ -74,13 +75,18 @@ static int rank_main(engram_group_t *group, void *arg)
     }
     if (rank == 0)
         printf("engram %s: %d ranks fetched %d rows each on %s, all correct\n", engram_version(NULL, NULL, NULL),
-               RANKS, TOKENS * ENTRIES_PER_TOKEN, getenv("ENGRAM_TRANSPORT") ? getenv("ENGRAM_TRANSPORT") : "auto");
+               ranks, TOKENS * ENTRIES_PER_TOKEN, getenv("ENGRAM_TRANSPORT") ? getenv("ENGRAM_TRANSPORT") : "auto");
     return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    engram_status_t st = engram_group_fork_run(RANKS, 0, rank_main, NULL, NULL);
+    int ranks = argc > 1 ? atoi(argv[1]) : 4;
+    if (ranks < 1 || ranks > 64) {
+        fprintf(stderr, "fetch: ranks '%s' is not 1..64\n", argv[1]);
+        return 2;
+    }
+    engram_status_t st = engram_group_fork_run(ranks, 0, rank_main, NULL, NULL);
     if (st != ENGRAM_OK) {
         fprintf(stderr, "fetch: %s (%s)\n", engram_status_str(st), engram_last_error());
         return 1;
