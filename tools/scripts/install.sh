@@ -57,8 +57,10 @@ for h in transport segment gpu_launcher config_keys registry; do
         -e 's#"hal/([a-z_]+)\.h"#"engram/plugin/\1.h"#' \
         "$src/hal/$h.h" >"$prefix/include/engram/plugin/$h.h"
 done
+# Relocatable (pkg-config's pcfiledir): a prefix copied elsewhere, as the
+# GPU bundle is, still points at itself.
 cat >"$prefix/lib/pkgconfig/engram.pc" <<PC
-prefix=$prefix
+prefix=\${pcfiledir}/../..
 libdir=\${prefix}/lib
 includedir=\${prefix}/include
 moduledir=\${libdir}/engram
