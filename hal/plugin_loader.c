@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <dlfcn.h>
 #include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -207,18 +208,20 @@ out:
 static bool self_object(char *buf, size_t len, bool *shared)
 {
     Dl_info info;
-    if (dladdr((void *)&engram_registry_module_dir, &info) == 0 || info.dli_fname == NULL)
+    struct link_map *map = NULL;
+    if (dladdr1((void *)&engram_registry_module_dir, &info, (void **)&map, RTLD_DL_LINKMAP) == 0 || map == NULL)
         return false;
-    const char *name = info.dli_fname;
-    *shared = strstr(name, ".so") != NULL;
-    if (!*shared) { /* the main program: dladdr may give argv[0] */
+    /* The main program's link map has the empty name (dli_fname may then
+     * be argv[0], relative to a working directory long gone). */
+    *shared = map->l_name != NULL && map->l_name[0] != '\0';
+    if (!*shared) {
         ssize_t n = readlink("/proc/self/exe", buf, len - 1);
         if (n <= 0)
             return false;
         buf[n] = '\0';
         return true;
     }
-    return realpath(name, buf) != NULL;
+    return strlen(map->l_name) < len && realpath(map->l_name, buf) != NULL;
 }
 
 static char module_dir[PATH_MAX];
@@ -258,13 +261,22 @@ static void promote_self(void)
         (void)dlopen(self, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
 }
 
-static engram_status_t plugin_open(const char *file, const char *name, const engram_transport_ops_t **out)
+/* A module whose libraries this host lacks is normal (auto passes over
+ * it), so that one failure goes to `unloadable` instead of being logged as
+ * an error; any other refusal is an error. */
+static engram_status_t plugin_open(const char *file, const char *name, const engram_transport_ops_t **out,
+                                   char *unloadable, size_t len)
 {
     engram_status_t complete = plugin_file_complete(file);
     if (complete != ENGRAM_OK)
         return complete;
     promote_self();
     void *handle = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+    if (handle == NULL && unloadable != NULL) {
+        snprintf(unloadable, len, "%s could not be loaded: %s", file, dlerror());
+        ENGRAM_INFO("module %s", unloadable);
+        return ENGRAM_ERR_IO;
+    }
     if (handle == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_IO, "plugin %s could not be loaded: %s", file, dlerror());
     engram_status_t st = plugin_check(handle, file, name, out);
@@ -272,6 +284,27 @@ static engram_status_t plugin_open(const char *file, const char *name, const eng
         dlclose(handle); /* refused: none of its code or data was handed out */
     else
         ENGRAM_INFO("transport plugin '%s' loaded from %s", name, file);
+    return st;
+}
+
+engram_status_t engram_registry_load_module(const char *name, const engram_transport_ops_t **out, char *why,
+                                            size_t len)
+{
+    const char *modules = engram_registry_module_dir();
+    char file[PATH_MAX];
+    int n = snprintf(file, sizeof(file), "%s/libengram_transport_%s.so", modules, name);
+    if (modules[0] == '\0' || n < 0 || (size_t)n >= sizeof(file)) {
+        snprintf(why, len, "the module directory is unknown (dladdr found no file for libengram)");
+        return ENGRAM_ERR_NOT_FOUND;
+    }
+    if (access(file, F_OK) != 0) {
+        snprintf(why, len, "%s is not installed", file);
+        return ENGRAM_ERR_NOT_FOUND;
+    }
+    why[0] = '\0';
+    engram_status_t st = plugin_open(file, name, out, why, len);
+    if (st != ENGRAM_OK && why[0] == '\0')
+        snprintf(why, len, "%s", engram_last_error());
     return st;
 }
 
@@ -291,7 +324,7 @@ engram_status_t engram_registry_load_plugin(const char *name, const char *plugin
         char file[PATH_MAX];
         int n = snprintf(file, sizeof(file), "%s/libengram_transport_%s.so", modules, name);
         if (n >= 0 && (size_t)n < sizeof(file) && access(file, F_OK) == 0)
-            return plugin_open(file, name, out);
+            return plugin_open(file, name, out, NULL, 0);
     }
     const char *rest = path_begin(plugin_path), *entry;
     size_t len;
@@ -303,7 +336,7 @@ engram_status_t engram_registry_load_plugin(const char *name, const char *plugin
         /* The first directory that has the file decides: a broken plugin is
          * an error, not a reason to try one further down the path. */
         if (access(file, F_OK) == 0)
-            return plugin_open(file, name, out);
+            return plugin_open(file, name, out, NULL, 0);
     }
     char known[256];
     known_backends(known, sizeof(known));

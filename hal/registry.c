@@ -5,6 +5,8 @@
  * target, a test may link its own table instead. */
 #include "hal/registry.h"
 
+#include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,21 +38,35 @@ static const engram_builtin_t *builtin_find(const char *name)
     return NULL;
 }
 
+/* Module rows, loaded once: the ops, or why not. */
+static struct {
+    bool tried;
+    const engram_transport_ops_t *ops;
+    char why[640];
+} modules[MAX_BUILTINS];
+static pthread_mutex_t modules_lock = PTHREAD_MUTEX_INITIALIZER;
+
 const engram_transport_ops_t *engram_registry_builtin_ops(const engram_builtin_t *b, const char **why)
 {
-    static _Thread_local char module_error[512];
     if (b->ops != NULL)
         return b->ops;
-    if (!b->module) {
+    ptrdiff_t row = b - engram_builtins;
+    if (!b->module || row < 0 || row >= engram_builtin_count || row >= MAX_BUILTINS) {
         *why = b->absent_reason ? b->absent_reason : "not in this build";
         return NULL;
     }
-    const engram_transport_ops_t *ops = NULL;
-    if (engram_registry_load_plugin(b->name, "", &ops) != ENGRAM_OK) {
-        snprintf(module_error, sizeof(module_error), "module not loaded: %s", engram_last_error());
-        *why = module_error;
-        return NULL;
+    pthread_mutex_lock(&modules_lock);
+    if (!modules[row].tried) {
+        char reason[512];
+        if (engram_registry_load_module(b->name, &modules[row].ops, reason, sizeof(reason)) != ENGRAM_OK) {
+            modules[row].ops = NULL;
+            snprintf(modules[row].why, sizeof(modules[row].why), "module not loaded: %s", reason);
+        }
+        modules[row].tried = true;
     }
+    const engram_transport_ops_t *ops = modules[row].ops;
+    *why = modules[row].why;
+    pthread_mutex_unlock(&modules_lock);
     return ops;
 }
 

@@ -57,9 +57,16 @@ int engram_registry_plugin_names(const char *plugin_path, char (*names)[ENGRAM_P
  * program in bin/ that links the library statically. "" when unknown. */
 const char *engram_registry_module_dir(void);
 
-/* Ops of built-in row b, loading its module when it is one; NULL with the
- * reason in *why (valid until the next call on this thread) otherwise. */
+/* Ops of built-in row b, loading its module when it is one (once per
+ * process: the outcome is kept); NULL with the reason in *why (static,
+ * valid for the process) otherwise. */
 const engram_transport_ops_t *engram_registry_builtin_ops(const engram_builtin_t *b, const char **why);
+
+/* Load module <name> (libengram_transport_<name>.so) from the module
+ * directory; when that fails, the reason into why (not logged as an
+ * error: a module whose libraries the host lacks is expected). */
+engram_status_t engram_registry_load_module(const char *name, const engram_transport_ops_t **out, char *why,
+                                            size_t len);
 
 /* Load libengram_transport_<name>.so from the module directory, else from
  * plugin_path (the first directory holding the file decides). */
