@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hal/group.h"
+#include "hal/group_mpi.h"
 #include "hal/testdata/check_error.h"
 
 static uint8_t pattern(int rank, int round, size_t i)

@@ -1,5 +1,6 @@
-/* Plugin loading: libengram_transport_<name>.so from absolute plugin_path
- * directories, checked before any of its functions is trusted.
+/* Plugin loading: libengram_transport_<name>.so from the module directory
+ * that ships with the library (<libdir>/engram), then from absolute
+ * plugin_path directories, checked before any of its functions is trusted.
  *
  * Lifetime: an accepted plugin is never dlclose()d. Its ops (and the
  * transports, regions and requests they created) may be in use anywhere in
@@ -11,6 +12,8 @@
 #include <fcntl.h>
 #include <dlfcn.h>
 #include <limits.h>
+#include <link.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,12 +183,79 @@ out:
     return st;
 }
 
-static engram_status_t plugin_open(const char *file, const char *name, const engram_transport_ops_t **out)
+/* The file (shared library or program) holding this code. */
+static bool self_object(char *buf, size_t len, bool *shared)
+{
+    Dl_info info;
+    struct link_map *map = NULL;
+    if (dladdr1((void *)&engram_registry_module_dir, &info, (void **)&map, RTLD_DL_LINKMAP) == 0 || map == NULL)
+        return false;
+    /* The main program's link map has the empty name (dli_fname may then
+     * be argv[0], relative to a working directory long gone). */
+    *shared = map->l_name != NULL && map->l_name[0] != '\0';
+    if (!*shared) {
+        ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+        if (n <= 0)
+            return false;
+        buf[n] = '\0';
+        return true;
+    }
+    return strlen(map->l_name) < len && realpath(map->l_name, buf) != NULL;
+}
+
+static char module_dir[PATH_MAX];
+
+static void module_dir_init(void)
+{
+    char self[PATH_MAX];
+    bool shared = false;
+    if (!self_object(self, sizeof(self), &shared))
+        return;
+    char *slash = strrchr(self, '/');
+    if (slash == NULL)
+        return;
+    *slash = '\0';
+    int n = snprintf(module_dir, sizeof(module_dir), "%s/%s", self, shared ? "engram" : "../lib/engram");
+    if (n < 0 || (size_t)n >= sizeof(module_dir))
+        module_dir[0] = '\0';
+}
+
+const char *engram_registry_module_dir(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, module_dir_init);
+    return module_dir;
+}
+
+/* A module resolves the library's functions (engram_error_at, the group
+ * calls) against the process's global scope. When libengram itself was
+ * loaded RTLD_LOCAL (a Python extension, dlopen by a framework) it is not
+ * in that scope, so it is promoted first; a program linking the library
+ * statically exports them itself (-rdynamic). */
+static void promote_self(void)
+{
+    char self[PATH_MAX];
+    bool shared = false;
+    if (self_object(self, sizeof(self), &shared) && shared)
+        (void)dlopen(self, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+}
+
+/* A module whose libraries this host lacks is normal (auto passes over
+ * it), so that one failure goes to `unloadable` instead of being logged as
+ * an error; any other refusal is an error. */
+static engram_status_t plugin_open(const char *file, const char *name, const engram_transport_ops_t **out,
+                                   char *unloadable, size_t len)
 {
     engram_status_t complete = plugin_file_complete(file);
     if (complete != ENGRAM_OK)
         return complete;
+    promote_self();
     void *handle = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+    if (handle == NULL && unloadable != NULL) {
+        snprintf(unloadable, len, "%s could not be loaded: %s", file, dlerror());
+        ENGRAM_INFO("module %s", unloadable);
+        return ENGRAM_ERR_IO;
+    }
     if (handle == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_IO, "plugin %s could not be loaded: %s", file, dlerror());
     engram_status_t st = plugin_check(handle, file, name, out);
@@ -193,6 +263,27 @@ static engram_status_t plugin_open(const char *file, const char *name, const eng
         dlclose(handle); /* refused: none of its code or data was handed out */
     else
         ENGRAM_INFO("transport plugin '%s' loaded from %s", name, file);
+    return st;
+}
+
+engram_status_t engram_registry_load_module(const char *name, const engram_transport_ops_t **out, char *why,
+                                            size_t len)
+{
+    const char *modules = engram_registry_module_dir();
+    char file[PATH_MAX];
+    int n = snprintf(file, sizeof(file), "%s/libengram_transport_%s.so", modules, name);
+    if (modules[0] == '\0' || n < 0 || (size_t)n >= sizeof(file)) {
+        snprintf(why, len, "the module directory is unknown (dladdr found no file for libengram)");
+        return ENGRAM_ERR_NOT_FOUND;
+    }
+    if (access(file, F_OK) != 0) {
+        snprintf(why, len, "%s is not installed", file);
+        return ENGRAM_ERR_NOT_FOUND;
+    }
+    why[0] = '\0';
+    engram_status_t st = plugin_open(file, name, out, why, len);
+    if (st != ENGRAM_OK && why[0] == '\0')
+        snprintf(why, len, "%s", engram_last_error());
     return st;
 }
 
@@ -207,6 +298,13 @@ engram_status_t engram_registry_load_plugin(const char *name, const char *plugin
     engram_status_t st = engram_config_check_paths("", "plugin_path", plugin_path);
     if (st != ENGRAM_OK)
         return st;
+    const char *modules = engram_registry_module_dir();
+    if (modules[0] != '\0') {
+        char file[PATH_MAX];
+        int n = snprintf(file, sizeof(file), "%s/libengram_transport_%s.so", modules, name);
+        if (n >= 0 && (size_t)n < sizeof(file) && access(file, F_OK) == 0)
+            return plugin_open(file, name, out, NULL, 0);
+    }
     const char *rest = path_begin(plugin_path), *entry;
     size_t len;
     while (path_next(&rest, &entry, &len)) {
@@ -217,15 +315,16 @@ engram_status_t engram_registry_load_plugin(const char *name, const char *plugin
         /* The first directory that has the file decides: a broken plugin is
          * an error, not a reason to try one further down the path. */
         if (access(file, F_OK) == 0)
-            return plugin_open(file, name, out);
+            return plugin_open(file, name, out, NULL, 0);
     }
     if (plugin_path[0] == '\0')
         return ENGRAM_ERROR(ENGRAM_ERR_NOT_FOUND,
-                            "plugin_path is empty, so no libengram_transport_%s.so was looked for (set "
-                            "ENGRAM_PLUGIN_PATH)",
-                            name);
-    return ENGRAM_ERROR(ENGRAM_ERR_NOT_FOUND, "no libengram_transport_%s.so in plugin_path directories %s", name,
-                        plugin_path);
+                            "no libengram_transport_%s.so in the module directory '%s', and plugin_path is "
+                            "empty (set ENGRAM_PLUGIN_PATH)",
+                            name, modules);
+    return ENGRAM_ERROR(ENGRAM_ERR_NOT_FOUND,
+                        "no libengram_transport_%s.so in the module directory '%s' or plugin_path directories %s",
+                        name, modules, plugin_path);
 }
 
 static int compare_names(const void *a, const void *b)

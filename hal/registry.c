@@ -4,6 +4,7 @@
  * a test passes its own. */
 #include "hal/registry.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,13 +21,57 @@ static const engram_builtin_t *builtin_find(const engram_builtin_table_t *builti
     return NULL;
 }
 
-/* Why `b` cannot run on this machine and group, or NULL when it can. */
-static const char *builtin_unusable(const engram_builtin_t *b, engram_group_t *group)
+/* Module rows, loaded once per process and name: the ops, or why not. */
+static struct {
+    char name[ENGRAM_PLUGIN_NAME_MAX + 1];
+    const engram_transport_ops_t *ops;
+    char why[640];
+} modules[MAX_BUILTINS];
+static int modules_tried;
+static pthread_mutex_t modules_lock = PTHREAD_MUTEX_INITIALIZER;
+
+const engram_transport_ops_t *engram_registry_builtin_ops(const engram_builtin_t *b, const char **why)
 {
-    if (b->ops == NULL)
-        return b->absent_reason ? b->absent_reason : "not in this build";
+    if (b->ops != NULL)
+        return b->ops;
+    if (!b->module || strlen(b->name) > ENGRAM_PLUGIN_NAME_MAX) {
+        *why = b->absent_reason ? b->absent_reason : "not in this build";
+        return NULL;
+    }
+    pthread_mutex_lock(&modules_lock);
+    int row = 0;
+    while (row < modules_tried && strcmp(modules[row].name, b->name) != 0)
+        row++;
+    if (row == modules_tried) {
+        if (row == MAX_BUILTINS) {
+            pthread_mutex_unlock(&modules_lock);
+            *why = "too many module rows";
+            return NULL;
+        }
+        char reason[512];
+        snprintf(modules[row].name, sizeof(modules[row].name), "%s", b->name);
+        if (engram_registry_load_module(b->name, &modules[row].ops, reason, sizeof(reason)) != ENGRAM_OK) {
+            modules[row].ops = NULL;
+            snprintf(modules[row].why, sizeof(modules[row].why), "module not loaded: %s", reason);
+        }
+        modules_tried++;
+    }
+    const engram_transport_ops_t *ops = modules[row].ops;
+    *why = modules[row].why;
+    pthread_mutex_unlock(&modules_lock);
+    return ops;
+}
+
+/* Why `b` cannot run on this machine and group, or NULL when it can; its
+ * ops into *ops (NULL when it has none). */
+static const char *builtin_unusable(const engram_builtin_t *b, engram_group_t *group,
+                                    const engram_transport_ops_t **ops)
+{
     const char *why = NULL;
-    if (b->ops->available != NULL && !b->ops->available(group, &why))
+    *ops = engram_registry_builtin_ops(b, &why);
+    if (*ops == NULL)
+        return why;
+    if ((*ops)->available != NULL && !(*ops)->available(group, &why))
         return why ? why : "not available (no reason given)";
     return NULL;
 }
@@ -49,12 +94,15 @@ static void passed_over(char *passed, size_t cap, size_t *used, const char *name
 /* Plugins on plugin_path, by name: the first that loads, is available and
  * is not skipped; refusals are passed over with their reason. */
 static const engram_transport_ops_t *auto_plugin(engram_group_t *group, const char *plugin_path,
+                                                 const engram_builtin_table_t *builtins,
                                                  const engram_transport_ops_t *const *skip, int nskip, char *passed,
                                                  size_t cap, size_t *used)
 {
     char names[MAX_BUILTINS][ENGRAM_PLUGIN_NAME_MAX + 1];
     int n = engram_registry_plugin_names(plugin_path, names, MAX_BUILTINS);
     for (int i = 0; i < n; i++) {
+        if (builtin_find(builtins, names[i]) != NULL)
+            continue; /* a module of a built-in row: tried by its priority */
         const engram_transport_ops_t *ops = NULL;
         const char *why = NULL;
         if (engram_registry_load_plugin(names[i], plugin_path, &ops) != ENGRAM_OK)
@@ -81,7 +129,7 @@ static engram_status_t select_auto(engram_group_t *group, const engram_config_t 
     char passed[2048] = "";
     size_t used = 0;
     const engram_transport_ops_t *plugin =
-        auto_plugin(group, cfg->plugin_path, skip, nskip, passed, sizeof(passed), &used);
+        auto_plugin(group, cfg->plugin_path, builtins, skip, nskip, passed, sizeof(passed), &used);
     if (plugin != NULL) {
         ENGRAM_INFO("transport=auto chose plugin %s%s%s", plugin->name, used ? "; passed over " : "", passed);
         *out = plugin;
@@ -97,11 +145,13 @@ static engram_status_t select_auto(engram_group_t *group, const engram_config_t 
         order[j] = &builtins->entries[i];
     }
     for (int i = 0; i < count; i++) {
-        const char *why = order[i]->ops && skipped(order[i]->ops, skip, nskip) ? "failed to open"
-                                                                               : builtin_unusable(order[i], group);
+        const engram_transport_ops_t *ops = NULL;
+        const char *why = builtin_unusable(order[i], group, &ops);
+        if (ops != NULL && skipped(ops, skip, nskip))
+            why = "failed to open";
         if (why == NULL) {
             ENGRAM_INFO("transport=auto chose %s%s%s", order[i]->name, used ? "; passed over " : "", passed);
-            *out = order[i]->ops;
+            *out = ops;
             return ENGRAM_OK;
         }
         passed_over(passed, sizeof(passed), &used, order[i]->name, why);
@@ -162,12 +212,12 @@ engram_status_t engram_registry_select_excluding(engram_group_t *group, const en
     const engram_builtin_t *b = builtin_find(builtins, name);
     if (b == NULL)
         return select_plugin(group, name, cfg->plugin_path, builtins, out);
-    if (b->ops == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "transport '%s' is not in this build: %s", name,
-                            builtin_unusable(b, group));
-    const char *why = builtin_unusable(b, group);
+    const engram_transport_ops_t *ops = NULL;
+    const char *why = builtin_unusable(b, group, &ops);
+    if (ops == NULL && !b->module)
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "transport '%s' is not in this build: %s", name, why);
     if (why != NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "transport '%s' cannot run here: %s", name, why);
-    *out = b->ops;
+    *out = ops;
     return ENGRAM_OK;
 }

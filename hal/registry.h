@@ -25,12 +25,16 @@ typedef struct engram_transport_plugin {
     const engram_transport_ops_t *ops;
 } engram_transport_plugin_t;
 
-/* A built-in that is compiled out records why ("UCX not found ..."). */
+/* A built-in that is compiled out records why ("UCX not found ..."). One
+ * that is a module (ops NULL, module true) is loaded on first use from
+ * libengram_transport_<name>.so in the module directory; a module that
+ * cannot load is unavailable with the loader's message. */
 typedef struct engram_builtin {
     const char *name;
-    const engram_transport_ops_t *ops; /* NULL when absent from this build */
+    const engram_transport_ops_t *ops; /* NULL when absent from this build or a module */
     const char *absent_reason;
     int auto_priority; /* higher is tried first by transport=auto */
+    bool module;       /* ops come from the module directory */
 } engram_builtin_t;
 
 /* The built-ins a program links (transports/builtins.h gives the real
@@ -76,8 +80,25 @@ engram_status_t engram_transport_open(const engram_transport_ops_t *ops, engram_
 #define ENGRAM_PLUGIN_NAME_MAX 64
 int engram_registry_plugin_names(const char *plugin_path, char (*names)[ENGRAM_PLUGIN_NAME_MAX + 1], int max);
 
-/* Load libengram_transport_<name>.so from plugin_path: the first directory
- * that has the file decides. ENGRAM_ERR_NOT_FOUND when none has it. */
+/* The directory of the modules that ship with libengram: <dir>/engram
+ * beside the shared library holding this code, or <dir>/../lib/engram for a
+ * program in bin/ that links the library statically. "" when unknown. */
+const char *engram_registry_module_dir(void);
+
+/* Ops of built-in row b, loading its module when it is one (once per
+ * process: the outcome is kept); NULL with the reason in *why (static,
+ * valid for the process) otherwise. */
+const engram_transport_ops_t *engram_registry_builtin_ops(const engram_builtin_t *b, const char **why);
+
+/* Load module <name> (libengram_transport_<name>.so) from the module
+ * directory; when that fails, the reason into why (not logged as an
+ * error: a module whose libraries the host lacks is expected). */
+engram_status_t engram_registry_load_module(const char *name, const engram_transport_ops_t **out, char *why,
+                                            size_t len);
+
+/* Load libengram_transport_<name>.so from the module directory, else from
+ * plugin_path (the first directory holding the file decides).
+ * ENGRAM_ERR_NOT_FOUND when none has it. */
 engram_status_t engram_registry_load_plugin(const char *name, const char *plugin_path,
                                             const engram_transport_ops_t **out);
 

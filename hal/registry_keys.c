@@ -41,20 +41,21 @@ engram_status_t engram_registry_check_keys(const engram_config_t *cfg, const eng
         return ENGRAM_OK; /* nothing to check: no plugin needs loading */
     engram_config_keyset_t sets[2 * MAX_PLUGINS];
     int nsets = 0;
-    for (int i = 0; i < builtins->count && nsets < MAX_PLUGINS; i++)
-        if (builtins->entries[i].ops != NULL)
-            sets[nsets++] = engram_transport_keys(builtins->entries[i].ops);
     char names[MAX_PLUGINS][ENGRAM_PLUGIN_NAME_MAX + 1];
     int n = engram_registry_plugin_names(cfg->plugin_path, names, MAX_PLUGINS);
     char note[2048] = "";
     size_t used = 0;
-    /* A built-in compiled out, like a plugin that did not load, has keys
-     * no one can know here. */
-    for (int i = 0; i < builtins->count && used < sizeof(note); i++)
-        if (builtins->entries[i].ops == NULL)
-            used += (size_t)snprintf(note + used, sizeof(note) - used, "%s%s is not in this build (%s)",
-                                     used ? "; " : "", builtins->entries[i].name,
-                                     builtins->entries[i].absent_reason ? builtins->entries[i].absent_reason : "");
+    /* A built-in compiled out or a module that did not load, like a plugin
+     * that did not load, has keys no one can know here. */
+    for (int i = 0; i < builtins->count && nsets < MAX_PLUGINS; i++) {
+        const char *why = NULL;
+        const engram_transport_ops_t *ops = engram_registry_builtin_ops(&builtins->entries[i], &why);
+        if (ops != NULL)
+            sets[nsets++] = engram_transport_keys(ops);
+        else if (used < sizeof(note))
+            used += (size_t)snprintf(note + used, sizeof(note) - used, "%s%s is not usable in this build (%s)",
+                                     used ? "; " : "", builtins->entries[i].name, why ? why : "");
+    }
     for (int i = 0; i < n; i++) {
         const engram_transport_ops_t *ops = NULL;
         if (engram_registry_load_plugin(names[i], cfg->plugin_path, &ops) == ENGRAM_OK)

@@ -53,10 +53,10 @@ static const engram_transport_ops_t fake_ucx = {.size = sizeof(fake_ucx), .name 
 
 /* Not in priority order, so auto has to sort. */
 static const engram_builtin_t fake_entries[] = {
-    {"loopback", &fake_loopback, NULL, 20},
-    {"ucx", &fake_ucx, NULL, 10},
-    {"nccl_gin", NULL, "needs NCCL >= 2.30.4, found 2.28.9", 40},
-    {"mlx5dv", &fake_mlx5dv, NULL, 30},
+    {"loopback", &fake_loopback, NULL, 20, false},
+    {"ucx", &fake_ucx, NULL, 10, false},
+    {"nccl_gin", NULL, "needs NCCL >= 2.30.4, found 2.28.9", 40, false},
+    {"mlx5dv", &fake_mlx5dv, NULL, 30, false},
 };
 static const engram_builtin_table_t builtins = {fake_entries, 4};
 
@@ -158,10 +158,22 @@ static void test_unknown_backend(engram_group_t *g)
 {
     const engram_transport_ops_t *ops = NULL;
     char want[8192];
+    /* A program that links the library statically: the modules are looked
+     * for in ../lib/engram beside it (an installed bin/), first. */
+    const char *modules = engram_registry_module_dir();
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    CHECK(n > 0);
+    exe[n] = '\0';
+    *strrchr(exe, '/') = '\0';
+    char want_dir[8192];
+    snprintf(want_dir, sizeof(want_dir), "%s/../lib/engram", exe);
+    CHECK(strcmp(modules, want_dir) == 0);
     snprintf(want, sizeof(want),
              "transport 'nosuch' is not a built-in (known backends: auto, loopback, ucx, nccl_gin, mlx5dv) nor a "
-             "plugin: no libengram_transport_nosuch.so in plugin_path directories /nonexistent:%s",
-             plugin_dir);
+             "plugin: no libengram_transport_nosuch.so in the module directory '%s' or plugin_path directories "
+             "/nonexistent:%s",
+             modules, plugin_dir);
     char path[8192];
     snprintf(path, sizeof(path), "/nonexistent:%s", plugin_dir);
     engram_config_t *cfg = config_new("nosuch", path);
@@ -169,8 +181,10 @@ static void test_unknown_backend(engram_group_t *g)
     engram_config_destroy(cfg);
 
     cfg = config_new("nosuch", "");
-    CHECK_ERROR(engram_registry_select(g, cfg, &builtins, &ops), ENGRAM_ERR_NOT_FOUND,
-                "nor a plugin: plugin_path is empty, so no libengram_transport_nosuch.so was looked for");
+    snprintf(want, sizeof(want),
+             "nor a plugin: no libengram_transport_nosuch.so in the module directory '%s', and plugin_path is empty",
+             modules);
+    CHECK_ERROR(engram_registry_select(g, cfg, &builtins, &ops), ENGRAM_ERR_NOT_FOUND, want);
     engram_config_destroy(cfg);
 
     CHECK_ERROR(engram_registry_load_plugin("../hal/x", plugin_dir, &ops), ENGRAM_ERR_INVALID,

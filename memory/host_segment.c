@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <linux/magic.h>
 #include <linux/memfd.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -13,13 +12,9 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#ifdef ENGRAM_HAVE_NUMA
-#include <numa.h>
-#include <numaif.h>
-#endif
-
 #include "hal/config_keys.h"
 #include "hal/log.h"
+#include "memory/numa_sys.h"
 
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
 
@@ -46,7 +41,6 @@ static engram_status_t round_up(size_t bytes, size_t page, size_t *out)
     return ENGRAM_OK;
 }
 
-#ifdef ENGRAM_HAVE_NUMA
 static int numa_unavailable_logged;
 
 /* Resolves the node to place the segment on; -1 (no placement) when the
@@ -55,19 +49,19 @@ static int numa_unavailable_logged;
 static engram_status_t numa_resolve(int requested, int *node)
 {
     *node = -1;
-    if (numa_available() < 0) {
+    if (!engram_numa_available()) {
         log_once(&numa_unavailable_logged, "host segments: NUMA placement unavailable, using default placement",
-                 "numa_available() < 0");
+                 "get_mempolicy: the kernel has no NUMA support");
         return ENGRAM_OK;
     }
     if (requested == -1) {
-        int cpu = sched_getcpu();
-        *node = cpu < 0 ? -1 : numa_node_of_cpu(cpu);
+        *node = engram_numa_current_node();
         return ENGRAM_OK;
     }
-    if (requested > numa_max_node() || !numa_bitmask_isbitset(numa_all_nodes_ptr, (unsigned)requested))
+    int max_node;
+    if (!engram_numa_has_memory(requested, &max_node))
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "host segment: NUMA node %d is not a node with memory (max node %d)",
-                            requested, numa_max_node());
+                            requested, max_node);
     *node = requested;
     return ENGRAM_OK;
 }
@@ -77,36 +71,13 @@ static engram_status_t numa_resolve(int requested, int *node)
  * filtered by a container's seccomp policy) only loses placement. */
 static int numa_place(void *addr, size_t size, int node)
 {
-    struct bitmask *mask = numa_allocate_nodemask();
-    numa_bitmask_setbit(mask, (unsigned)node);
-    int rc = mbind(addr, size, MPOL_PREFERRED, mask->maskp, mask->size + 1, 0);
-    int err = errno;
-    numa_bitmask_free(mask);
-    if (rc != 0) {
+    int err = engram_numa_prefer(addr, size, node);
+    if (err != 0) {
         log_once(&numa_unavailable_logged, "host segments: mbind failed, using default placement", strerror(err));
         return -1;
     }
     return node;
 }
-#else
-static int numa_unavailable_logged;
-
-static engram_status_t numa_resolve(int requested, int *node)
-{
-    (void)requested;
-    *node = -1;
-    log_once(&numa_unavailable_logged, "host segments: NUMA placement unavailable, using default placement",
-             "built without libnuma");
-    return ENGRAM_OK;
-}
-
-static int numa_place(void *addr, size_t size, int node)
-{
-    (void)addr;
-    (void)size;
-    return node;
-}
-#endif
 
 /* Creates, sizes and maps a memfd; on failure returns errno and leaves
  * nothing open. */

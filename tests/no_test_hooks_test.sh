@@ -3,13 +3,16 @@
 # need (the software NIC model's rings, the WQE decoder, a forked rank's
 # socket) live in testonly targets. nm lists local symbols too, so a hidden
 # hook is caught as well as an exported one.
-# Usage: no_test_hooks_test.sh path/to/libengram.so
+# Usage: no_test_hooks_test.sh path/to/libengram.so.0.x.y [module.so ...]
+# (the transport modules ship too: the mlx5 hooks would live in one).
 set -euo pipefail
-lib=$1
-syms=$(nm --defined-only "$lib" | awk '{ print $3 }')
+core=$1
 # A symbol every build has, so an empty or stripped listing cannot pass.
-grep -qx fork_rank_group_create <<<"$syms" || { echo "FAIL: nm $lib lists no internal symbols" >&2; exit 1; }
+nm --defined-only "$core" | awk '{ print $3 }' | grep -qx fork_rank_group_create ||
+    { echo "FAIL: nm $core lists no internal symbols" >&2; exit 1; }
 fail=0
+for lib in "$@"; do
+syms=$(nm --defined-only "$lib" | awk '{ print $3 }')
 for hook in engram_mlx5_rings_install engram_mlx5_wqe_decode fork_rank_fd; do
     if grep -qx "$hook" <<<"$syms"; then
         echo "FAIL: $lib defines the test hook $hook" >&2
@@ -25,4 +28,5 @@ if found=$(grep -E '^(__wrap_|engram_mlx5_model_)' <<<"$syms"); then
 else
     echo "ok: no __wrap_* or engram_mlx5_model_*"
 fi
+done
 exit "$fail"

@@ -53,9 +53,10 @@ def _system_lib_impl(ctx):
     if root == None:
         _absent(ctx, "%s not found (looked in %s)" % (header, ", ".join([r + "/include" for r in roots if r])))
         return
-    libdir = _first_existing(ctx, [root + "/" + d + "/lib" + ctx.attr.libs[0] + ".so" for d in ["lib64", "lib", "lib/x86_64-linux-gnu"]])
+    ext = ".a" if ctx.attr.archive else ".so"
+    libdir = _first_existing(ctx, [root + "/" + d + "/lib" + ctx.attr.libs[0] + ext for d in ["lib64", "lib", "lib/x86_64-linux-gnu"]])
     if libdir == None:
-        _absent(ctx, "lib%s.so not found under %s" % (ctx.attr.libs[0], root))
+        _absent(ctx, "lib%s%s not found under %s" % (ctx.attr.libs[0], ext, root))
         return
     libdir = libdir.rsplit("/", 1)[0]
     version = _version_of(ctx, root + "/include/" + (ctx.attr.version_header or header), ctx.attr.version_macros) if ctx.attr.version_macros else ""
@@ -67,7 +68,8 @@ def _system_lib_impl(ctx):
             return
     # Each library by its path, not -L/-l: -l takes the first directory
     # given, and CUDA's lib64 carries its own (older) libnccl.
-    linkopts = ["-Wl,-rpath," + libdir] + [libdir + "/lib" + l + ".so" for l in ctx.attr.libs]
+    linkopts = ([] if ctx.attr.archive else ["-Wl,-rpath," + libdir]) + \
+               [libdir + "/lib" + l + ext for l in ctx.attr.libs] + ctx.attr.extra_linkopts
     if root in ["/usr", "/usr/local"]:
         _write(ctx, True, "", version, _lib_body([], linkopts))
     else:
@@ -85,6 +87,9 @@ system_lib = repository_rule(
         "version_header": attr.string(),
         "version_macros": attr.string_list(),
         "min_version": attr.string(),
+        # Link the static archives (lib<name>.a) instead: no DT_NEEDED, no rpath.
+        "archive": attr.bool(),
+        "extra_linkopts": attr.string_list(),
     },
     environ = ["CUDA_HOME", "NCCL_HOME", "MPI_HOME"],
     local = True,
@@ -109,14 +114,18 @@ nvcc_toolchain = repository_rule(
 )
 
 def engram_system_libs():
-    system_lib(name = "sys_numa", pretty = "libnuma", header = "numa.h", libs = ["numa"])
     system_lib(name = "sys_ucx", pretty = "UCX", header = "ucp/api/ucp.h", libs = ["ucp", "uct", "ucs"],
                version_header = "ucp/api/ucp_version.h", version_macros = ["UCP_API_MAJOR", "UCP_API_MINOR"])
     system_lib(name = "sys_ibverbs", pretty = "rdma-core", header = "infiniband/mlx5dv.h", libs = ["mlx5", "ibverbs"])
     system_lib(name = "sys_mpi", pretty = "MPI", header = "mpi.h", libs = ["mpi"], env_roots = ["MPI_HOME"],
                roots = ["/usr/lib/x86_64-linux-gnu/openmpi", "/usr"])
-    system_lib(name = "sys_cuda", pretty = "CUDA", header = "cuda.h", libs = ["cudart"],
-               env_roots = ["CUDA_HOME"], roots = ["/usr/local/cuda"])
+    # The CUDA runtime linked statically, as NCCL does: libengram.so.0 then
+    # needs no libcudart (it loads on hosts without CUDA, and its runtime,
+    # hidden by the version script, cannot clash with the one a PyTorch
+    # process carries); the driver (libcuda.so.1) is what cudart dlopens.
+    system_lib(name = "sys_cuda", pretty = "CUDA", header = "cuda.h", libs = ["cudart_static"],
+               env_roots = ["CUDA_HOME"], roots = ["/usr/local/cuda"], archive = True,
+               extra_linkopts = ["-ldl", "-lrt", "-lpthread"])
     system_lib(name = "sys_nccl", pretty = "NCCL", header = "nccl.h", libs = ["nccl"],
                env_roots = ["NCCL_HOME", "CUDA_HOME"], roots = ["/usr/local/cuda", "/usr"],
                version_macros = ["NCCL_MAJOR", "NCCL_MINOR", "NCCL_PATCH"])

@@ -23,7 +23,7 @@ fi
 work=${TEST_TMPDIR:-$(mktemp -d)}/fuzz_$name
 artifacts=${TEST_UNDECLARED_OUTPUTS_DIR:-$work}/
 mkdir -p "$work/corpus"
-cflags=(-std=c11 -D_GNU_SOURCE -I. -g -O1 -Wall -Werror)
+cflags=(-std=c11 -D_GNU_SOURCE -I. -Iinclude -g -O1 -Wall -Werror)
 "$clang" "${cflags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
     -o "$work/$name" "$@" -ldl
 if [[ -n $template ]]; then

@@ -110,7 +110,7 @@ static int check_runs(const engram_config_t *cfg, engram_group_t *g)
 
 int main(void)
 {
-    printf("engram %s\n", ENGRAM_VERSION_STRING);
+    printf("engram %s\n", engram_version(NULL, NULL, NULL));
     engram_config_t *cfg;
     if (engram_config_create(&cfg) != ENGRAM_OK) {
         fprintf(stderr, "engram_info: configuration error: %s\n", engram_last_error());
@@ -124,22 +124,28 @@ int main(void)
         return 1;
     }
     const engram_builtin_table_t *builtins = engram_transport_builtins();
-    printf("\nbackends (built in):\n");
+    const char *modules = engram_registry_module_dir();
+    printf("\nbackends (built in, or modules from %s):\n", modules[0] ? modules : "(module directory unknown)");
     for (int i = 0; i < builtins->count; i++) {
         const engram_builtin_t *b = &builtins->entries[i];
-        if (b->ops == NULL)
-            printf("  %-10s available: no  (%s)\n", b->name, b->absent_reason);
+        const char *why = "";
+        const engram_transport_ops_t *ops = engram_registry_builtin_ops(b, &why);
+        if (ops == NULL)
+            printf("  %-10s available: no  (%s)\n", b->name, why);
         else
-            print_backend(b->name, b->ops, g, cfg);
+            print_backend(b->name, ops, g, cfg);
     }
     const engram_transport_ops_t *plugins[MAX_PLUGINS];
     int nplugins = list_plugins(cfg, g, plugins);
 
     printf("\nconfiguration (ENGRAM_<KEY> env > ENGRAM_CONFIG_FILE > default; API calls override all):\n");
     engram_config_print(cfg, stdout);
-    for (int i = 0; i < builtins->count; i++)
-        if (builtins->entries[i].ops != NULL)
-            print_keys(cfg, builtins->entries[i].ops);
+    for (int i = 0; i < builtins->count; i++) {
+        const char *why = "";
+        const engram_transport_ops_t *ops = engram_registry_builtin_ops(&builtins->entries[i], &why);
+        if (ops != NULL)
+            print_keys(cfg, ops);
+    }
     for (int i = 0; i < nplugins; i++)
         print_keys(cfg, plugins[i]);
 

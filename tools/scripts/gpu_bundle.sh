@@ -3,6 +3,10 @@
 # host and packs a self-contained bundle for a GPU host without Bazel:
 #   bin/      the test and bench binaries
 #   lib/      the shared libraries they load, except glibc's own
+#   lib/libengram.so.0*, lib/engram/, include/, lib/pkgconfig/, lib/cmake/
+#             the installed layout (tools/scripts/install.sh), so a consumer
+#             (the Python extension) builds against the bundle on the GPU host
+#   examples/fetch.c  built against that layout by the runner
 #   run_gpu_tier.sh   runs them all: bash run_gpu_tier.sh OUT_DIR
 #                     (OUT_DIR/gpu_tier.log and OUT_DIR/gpu_tier.json)
 # Usage: tools/scripts/gpu_bundle.sh [bundle_dir]   (default .gpubundle, git-ignored)
@@ -20,7 +24,8 @@ fi
 # Shared objects the GPU tests load at run time (tagged gpu_data) go into
 # bin/ next to them, where the tests look by default.
 mapfile -t data < <("${bazel_cmd[@]}" query --noshow_progress 'attr(tags, "\bgpu_data\b", //...)' 2>/dev/null)
-"${bazel_cmd[@]}" build --config=cuda "${targets[@]}" "${data[@]}"
+install_targets=(//:libengram.so.0.1.0 //transports:modules //tools:engram_info //tools:engram_bench)
+"${bazel_cmd[@]}" build --config=cuda "${targets[@]}" "${data[@]}" "${install_targets[@]}"
 bin=$("${bazel_cmd[@]}" info --config=cuda bazel-bin 2>/dev/null)
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"
@@ -54,6 +59,9 @@ if [[ -n ${NCCL_HOME:-} ]]; then
     chmod u+w "$bundle/lib/libnccl.so.2"
     strip --strip-unneeded "$bundle/lib/libnccl.so.2"
 fi
+bash tools/scripts/install.sh --built "$bin" "$bundle"
+mkdir -p "$bundle/examples"
+cp examples/fetch.c examples/CMakeLists.txt "$bundle/examples/"
 cp tools/scripts/run_gpu_tier.sh "$bundle/run_gpu_tier.sh"
 git rev-parse HEAD >"$bundle/commit.txt" 2>/dev/null || true
 echo "gpu_bundle: $(wc -l <"$bundle/tests.txt") tests, $(wc -l <"$bundle/benches.txt") benches," \

@@ -3,7 +3,7 @@
 # (Debian 12, as root). Quiet when everything is there already.
 set -euo pipefail
 pkgs=(bazel-bootstrap bazel-rules-java default-jdk-headless gcc g++ libc6-dev
-      libnuma-dev libucx-dev ucx-utils libibverbs-dev rdma-core
+      libucx-dev ucx-utils libibverbs-dev rdma-core cmake pkg-config
       libopenmpi-dev openmpi-bin valgrind clang libclang-rt-14-dev
       gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross)
 missing=()

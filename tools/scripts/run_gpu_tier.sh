@@ -43,6 +43,16 @@ run_one() { # kind name args...
     results+=("{\"kind\":\"$kind\",\"name\":\"$name\",\"exit\":$rc,\"seconds\":$secs}")
 }
 while read -r t; do [[ -n $t ]] && run_one test "$t"; done <"$here/tests.txt"
+# The installed layout: examples/fetch.c built against the bundle's
+# include/ and lib/ (pkg-config), run on 4 ranks; engram_info lists the
+# modules found in lib/engram.
+if command -v cc >/dev/null && command -v pkg-config >/dev/null && [[ -f $here/lib/pkgconfig/engram.pc ]]; then
+    # shellcheck disable=SC2046
+    cc -std=c11 "$here/examples/fetch.c" $(PKG_CONFIG_PATH=$here/lib/pkgconfig pkg-config --cflags --libs engram) \
+        -o "$here/bin/installed_fetch" 2>&1 | tee -a "$log"
+    run_one test installed_fetch
+    run_one test engram_info
+fi
 while read -r b; do [[ -n $b ]] && run_one bench "$b" "$bench_lines"; done <"$here/benches.txt"
 {
     printf '{"date":"%s","host":"%s","gpu":"%s","failed":%d,"results":[' "$(date -u +%FT%TZ)" "$(hostname)" \

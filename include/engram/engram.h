@@ -14,21 +14,35 @@
  * engram_wait, is documented there). Sizes: engram_table_create and
  * engram_storage_size_hint compute every size in 64 bits and refuse, with
  * ENGRAM_ERR_OVERFLOW naming the params, a table whose buffers pass the
- * address space (2^47 bytes), or for recv=HOST this machine's memory. */
+ * address space (2^47 bytes), or for recv=HOST this machine's memory.
+ *
+ * Public header (installed as <engram/engram.h>); link -lengram
+ * (pkg-config engram, or CMake find_package(engram) -> engram::engram). */
 #ifndef ENGRAM_ENGRAM_H
 #define ENGRAM_ENGRAM_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include "hal/config.h"
-#include "hal/group.h"
-#include "hal/status.h"
+#include "engram/config.h"
+#include "engram/group.h"
+#include "engram/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* The version these headers belong to; engram_version() reports the
+ * library's. libengram.so.<MAJOR> keeps its ABI within a major version
+ * (symbols versioned ENGRAM_<MAJOR>.<MINOR>). */
+#define ENGRAM_VERSION_MAJOR 0
+#define ENGRAM_VERSION_MINOR 1
+#define ENGRAM_VERSION_PATCH 0
 #define ENGRAM_VERSION_STRING "0.1.0"
+
+/* The running library's version: "major.minor.patch", and each part into
+ * the pointers that are not NULL. */
+ENGRAM_API const char *engram_version(int *major, int *minor, int *patch);
+
 #define ENGRAM_ROW_ALIGN 32u /* table rows are stored at a multiple of this */
 
 typedef struct engram_context engram_context_t;

@@ -1,0 +1,39 @@
+/* Logging. Level from ENGRAM_LOG_LEVEL = error|warn|info|debug|trace
+ * (default warn), read once. Output goes to stderr, one line per message,
+ * prefixed "engram[<pid>] <LEVEL> <file>:<line>".
+ * Public header (installed as <engram/log.h>) for transport plugins: their
+ * errors become the caller's engram_last_error() like the library's own. */
+#ifndef ENGRAM_LOG_H
+#define ENGRAM_LOG_H
+
+#include "engram/status.h"
+
+typedef enum engram_log_level {
+    ENGRAM_LOG_LEVEL_ERROR = 0,
+    ENGRAM_LOG_LEVEL_WARN = 1,
+    ENGRAM_LOG_LEVEL_INFO = 2,
+    ENGRAM_LOG_LEVEL_DEBUG = 3,
+    ENGRAM_LOG_LEVEL_TRACE = 4,
+} engram_log_level_t;
+
+ENGRAM_API engram_log_level_t engram_log_level(void);
+ENGRAM_API void engram_log_write(engram_log_level_t level, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Report an error once, where it is detected: logs it at ERROR, stores the
+ * text as this thread's engram_last_error(), and returns `status` so call
+ * sites read `return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "...", ...);`. */
+ENGRAM_API engram_status_t engram_error_at(engram_status_t status, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#define ENGRAM_LOG(level, ...)                                                  \
+    do {                                                                        \
+        if ((level) <= engram_log_level())                                      \
+            engram_log_write((level), __FILE__, __LINE__, __VA_ARGS__);        \
+    } while (0)
+#define ENGRAM_WARN(...) ENGRAM_LOG(ENGRAM_LOG_LEVEL_WARN, __VA_ARGS__)
+#define ENGRAM_INFO(...) ENGRAM_LOG(ENGRAM_LOG_LEVEL_INFO, __VA_ARGS__)
+#define ENGRAM_DEBUG(...) ENGRAM_LOG(ENGRAM_LOG_LEVEL_DEBUG, __VA_ARGS__)
+#define ENGRAM_ERROR(status, ...) engram_error_at((status), __FILE__, __LINE__, __VA_ARGS__)
+
+#endif
