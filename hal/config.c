@@ -94,18 +94,37 @@ static bool parse_decimal(const char *s, const char *end, int64_t *out)
     return true;
 }
 
+/* "auto|min..max": the key also takes "auto" (ENGRAM_CONFIG_INT_AUTO). */
+static const char int_auto_prefix[] = "auto|";
+
+static bool int_takes_auto(const key_desc_t *k)
+{
+    return strncmp(k->info.accepted, int_auto_prefix, strlen(int_auto_prefix)) == 0;
+}
+
 static engram_status_t parse_int(const key_desc_t *k, const char *value, const char *where, int64_t *out)
 {
     const char *acc = k->info.accepted;
+    if (int_takes_auto(k)) {
+        if (strcmp(value, "auto") == 0) {
+            *out = ENGRAM_CONFIG_INT_AUTO;
+            return ENGRAM_OK;
+        }
+        acc += strlen(int_auto_prefix);
+    }
     const char *dots = strstr(acc, "..");
     int64_t lo, hi, v;
     if (dots == NULL || !parse_decimal(acc, dots, &lo) || !parse_decimal(dots + 2, dots + strlen(dots), &hi))
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: table range '%s' is not min..max", k->info.name, acc);
+    if (lo <= ENGRAM_CONFIG_INT_AUTO && int_takes_auto(k))
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: table range '%s' takes auto's value %d", k->info.name, acc,
+                            ENGRAM_CONFIG_INT_AUTO);
     if (!parse_decimal(value, value + strlen(value), &v))
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s%s: '%s' is not a decimal integer in %s", where, k->info.name,
-                            value, acc);
+                            value, k->info.accepted);
     if (v < lo || v > hi)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s%s: '%s' is out of range %s", where, k->info.name, value, acc);
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s%s: '%s' is out of range %s", where, k->info.name, value,
+                            k->info.accepted);
     *out = v;
     return ENGRAM_OK;
 }
@@ -357,6 +376,8 @@ static int format_value(const engram_config_t *cfg, int i, char *buf, size_t len
     case KEY_INT: {
         int64_t v;
         memcpy(&v, field, sizeof(v));
+        if (v == ENGRAM_CONFIG_INT_AUTO && int_takes_auto(k))
+            return snprintf(buf, len, "auto");
         return snprintf(buf, len, "%" PRId64, v);
     }
     case KEY_ENUM: {

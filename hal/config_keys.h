@@ -3,7 +3,8 @@
  * engram_config_set/get.
  *
  * X(name, type, default, accepted, help)
- *   type: INT (accepted = "min..max"), ENUM (accepted = "a|b|c", stored as
+ *   type: INT (accepted = "min..max", or "auto|min..max": "auto" is stored as
+ *   ENGRAM_CONFIG_INT_AUTO), ENUM (accepted = "a|b|c", stored as
  *   the index), STRING (accepted describes it; stored in char[ENGRAM_CONFIG_STRING_MAX]). */
 #ifndef ENGRAM_HAL_CONFIG_KEYS_H
 #define ENGRAM_HAL_CONFIG_KEYS_H
@@ -29,10 +30,12 @@
     X(ucx_window, INT, "256", "1..65536", "UCX: outstanding gets per worker before progress is forced") \
     X(mlx5_device, STRING, "", "an RDMA device name (mlx5_0, ...)",                                   \
       "mlx5dv: the device to open; empty = the first mlx5 device") \
-    X(gpu_sms, INT, "0", "0..4096", "recv=cuda: SMs the fetch kernel occupies (one block each); 0 = all")   \
+    X(gpu_sms, INT, "auto", "auto|0..4096",                                                          \
+      "recv=cuda: SMs the fetch kernel occupies (one block each); 0 = all; auto = the fewest reaching 0.9 of all") \
     X(gpu_table, ENUM, "host_numa", "host_numa|device",                                               \
       "recv=cuda: table shards in host memory on the GPU's NUMA node, or in GPU memory (peers over NVLink)") \
-    X(gin_queue_depth, INT, "0", "0..65536", "nccl_gin: GIN queue depth per context and peer; 0 = NCCL's default")
+    X(gin_queue_depth, INT, "0", "0..65536", "nccl_gin: GIN queue depth per context and peer; 0 = NCCL's default") \
+    X(dedup, ENUM, "auto", "off|on|auto", "Fetch each distinct row of a batch once; auto: only where its distinct fraction pays")
 
 #define ENGRAM_CONFIG_FIELD_INT(name) int64_t name;
 #define ENGRAM_CONFIG_FIELD_ENUM(name) int name;
@@ -48,6 +51,9 @@ enum { ENGRAM_CONFIG_NUM_KEYS = 0 ENGRAM_CONFIG_KEYS(ENGRAM_CONFIG_COUNT_ONE) };
 enum { ENGRAM_MODE_DIRECT = 0, ENGRAM_MODE_HYBRID = 1 };
 enum { ENGRAM_HUGE_AUTO = 0, ENGRAM_HUGE_ON = 1, ENGRAM_HUGE_OFF = 2 };
 enum { ENGRAM_GPU_TABLE_HOST_NUMA = 0, ENGRAM_GPU_TABLE_DEVICE = 1 };
+enum { ENGRAM_DEDUP_OFF = 0, ENGRAM_DEDUP_ON = 1, ENGRAM_DEDUP_AUTO = 2 };
+/* An INT key's "auto" (accepted "auto|min..max"): below every range's min. */
+#define ENGRAM_CONFIG_INT_AUTO (-1)
 
 struct engram_config {
     ENGRAM_CONFIG_KEYS(ENGRAM_CONFIG_FIELD)
