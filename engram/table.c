@@ -175,6 +175,11 @@ engram_status_t engram_table_alloc_slots(engram_table_t *t)
         f->reqs = calloc(pairs, sizeof(*f->reqs));
         if (f->counters == NULL || f->reqs == NULL)
             return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate flush state for %zu (queue, peer) pairs", pairs);
+        if (t->ctx->cfg.dedup != ENGRAM_DEDUP_OFF) {
+            engram_status_t st = engram_dedup_create((uint64_t)p->max_tokens * p->entries_per_token, &f->dedup);
+            if (st != ENGRAM_OK)
+                return st;
+        }
     }
     return ENGRAM_OK;
 }
@@ -184,6 +189,7 @@ void engram_table_free_slots(engram_table_t *t)
     for (int s = 0; t->slots != NULL && s < t->num_slots; s++) {
         free(t->slots[s].counters);
         free(t->slots[s].reqs);
+        engram_dedup_destroy(t->slots[s].dedup);
     }
     free(t->slots);
 }
