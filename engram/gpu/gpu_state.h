@@ -10,7 +10,8 @@ typedef struct engram_gpu_remote engram_gpu_remote_t; /* gpu_remote.c */
 
 typedef struct engram_gpu_table {
     int device;
-    int blocks;     /* the kernel's grid: gpu_sms, or every SM */
+    int sms;        /* the device's SMs */
+    int blocks;     /* the kernel's grid: gpu_sms, auto's choice (gpu_sms.h), or every SM */
     size_t gran;    /* allocation granularity of the span's parts */
     /* The span, DeepEP-style and identical in every local rank: this rank's
      * receive region (GPU memory) at base, then every local rank's shard at

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "engram/gpu/gpu_remote.h"
+#include "engram/gpu/gpu_sms.h"
 #include "engram/gpu/gpu_state.h"
 #include "engram/gpu/gpu_table.h"
 #include "hal/log.h"
@@ -61,7 +62,8 @@ static engram_status_t alloc_cuda(engram_table_t *t, engram_gpu_table_t *g)
         if (ce != cudaSuccess)
             return cuda_error("allocating the scales in GPU memory", ce);
     }
-    ce = cudaHostAlloc((void **)&g->bad, (size_t)t->num_slots * g->blocks * sizeof(*g->bad), cudaHostAllocMapped);
+    /* room for every SM's tally: gpu_sms=auto sets blocks after the span is mapped */
+    ce = cudaHostAlloc((void **)&g->bad, (size_t)t->num_slots * g->sms * sizeof(*g->bad), cudaHostAllocMapped);
     if (ce != cudaSuccess)
         return cuda_error("allocating the bad-index tallies (host-mapped)", ce);
     g->done = calloc((size_t)t->num_slots, sizeof(*g->done));
@@ -87,6 +89,7 @@ static engram_status_t alloc_local(engram_table_t *t, engram_gpu_table_t *g)
     ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g->device);
     if (ce != cudaSuccess)
         return cuda_error("reading the SM count", ce);
+    g->sms = sms;
     g->blocks = ctx->cfg.gpu_sms > 0 && ctx->cfg.gpu_sms < sms ? (int)ctx->cfg.gpu_sms : sms;
     ce = (cudaError_t)engram_gpu_kernels_load();
     if (ce != cudaSuccess)
@@ -239,6 +242,8 @@ engram_status_t engram_gpu_table_create(engram_context_t *ctx, engram_table_t *t
     st = engram_fd_allgather(ctx->group, my_fd, fds);
     if (st == ENGRAM_OK) {
         st = engram_group_agree(ctx->group, map_span(t, g, fds));
+        if (st == ENGRAM_OK && ctx->cfg.gpu_sms == ENGRAM_CONFIG_INT_AUTO)
+            st = engram_group_agree(ctx->group, engram_gpu_sms_calibrate(t, g, g->sms));
         for (int r = 0; r < n; r++)
             if (fds[r] >= 0)
                 close(fds[r]);
