@@ -38,6 +38,10 @@ typedef struct engram_gpu_table {
     void **wait_stream; /* [slots]: stream of an issue whose wait is not queued yet */
     bool *wait_pending; /* [slots] */
     const char *local_span; /* the gather kernel's shard of routed peer first_peer */
+    /* dedup=on (gpu_dedup.h): [slots][dd_cap] marking tables, then
+     * [slots][dd_rows] first positions, in one GPU allocation */
+    uint32_t *dd_table, *dd_first;
+    uint64_t dd_cap, dd_rows;
 } engram_gpu_table_t;
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engram/gpu/gpu_dedup.h"
 #include "engram/gpu/gpu_remote.h"
 #include "engram/gpu/gpu_sms.h"
 #include "engram/gpu/gpu_state.h"
@@ -66,6 +67,9 @@ static engram_status_t alloc_cuda(engram_table_t *t, engram_gpu_table_t *g)
     ce = cudaHostAlloc((void **)&g->bad, (size_t)t->num_slots * g->sms * sizeof(*g->bad), cudaHostAllocMapped);
     if (ce != cudaSuccess)
         return cuda_error("allocating the bad-index tallies (host-mapped)", ce);
+    engram_status_t st = engram_gpu_dedup_alloc(t, g);
+    if (st != ENGRAM_OK)
+        return st;
     g->done = calloc((size_t)t->num_slots, sizeof(*g->done));
     if (g->done == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: out of memory for %d events", t->num_slots);
@@ -199,6 +203,7 @@ static void free_gpu(engram_table_t *t, engram_gpu_table_t *g)
             cudaEventDestroy(g->done[s]);
     free(g->done);
     cudaFreeHost(g->bad);
+    engram_gpu_dedup_free(g);
     cudaFree(g->scales);
     cudaFree(g->sf);
     /* The parts go before the reservation they sit in. */
