@@ -11,7 +11,8 @@
  *
  * Rows of other nodes (through the host transport, gpu_remote.c) dedup as
  * a host fetch does, auto included: one get per distinct row, the scatter
- * placing each repeat from its first's staged row. */
+ * placing each repeat from its first's staged row. Rows a fetch launcher
+ * (nccl_gin) gets are its issue kernel's: not deduped. */
 #ifndef ENGRAM_GPU_GPU_DEDUP_H
 #define ENGRAM_GPU_GPU_DEDUP_H
 
