@@ -19,13 +19,21 @@ static int table_log2(uint64_t rows)
     return l;
 }
 
-engram_status_t engram_dedup_create(uint64_t max_rows, engram_dedup_t **out)
+engram_status_t engram_dedup_create(int mode, uint64_t max_rows, engram_dedup_t **out)
 {
-    if (max_rows > ((uint64_t)1 << (MAX_TABLE_LOG2 - 1)))
+    const uint64_t limit = (uint64_t)1 << (MAX_TABLE_LOG2 - 1);
+    if (mode == ENGRAM_DEDUP_OFF || (mode == ENGRAM_DEDUP_AUTO && max_rows > limit)) {
+        if (mode == ENGRAM_DEDUP_AUTO)
+            ENGRAM_INFO("dedup=auto: off for this table: %llu rows per fetch exceed the %llu its table holds",
+                        (unsigned long long)max_rows, (unsigned long long)limit);
+        *out = NULL;
+        return ENGRAM_OK;
+    }
+    if (max_rows > limit)
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW,
                             "dedup: %llu rows per fetch (max_tokens * entries_per_token) exceed the %llu its "
                             "table holds; set dedup=off",
-                            (unsigned long long)max_rows, (unsigned long long)1 << (MAX_TABLE_LOG2 - 1));
+                            (unsigned long long)max_rows, (unsigned long long)limit);
     engram_dedup_t *d = calloc(1, sizeof(*d));
     if (d == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "dedup: out of memory for its state");

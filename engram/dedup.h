@@ -35,9 +35,12 @@ typedef struct engram_dedup {
     const int64_t *indices;
 } engram_dedup_t;
 
-/* Allocates the state for fetches of up to max_rows rows; refuses sizes
- * that overflow (rows are 32-bit positions; the table is at most 2^31). */
-engram_status_t engram_dedup_create(uint64_t max_rows, engram_dedup_t **out);
+/* The state for fetches of up to max_rows rows under `mode` (the dedup
+ * key): NULL for off, and for auto past the size limit (rows are 32-bit
+ * positions, the table at most 2^31 entries: 2^30 rows), which on refuses.
+ * At most 24 bytes per row: the table (<= 4 entries of 4 bytes per row)
+ * and the copy list (8). */
+engram_status_t engram_dedup_create(int mode, uint64_t max_rows, engram_dedup_t **out);
 void engram_dedup_destroy(engram_dedup_t *d);
 
 /* Starts a fetch of `rows` positions of `indices` (mode: ENGRAM_DEDUP_*;

@@ -175,11 +175,10 @@ engram_status_t engram_table_alloc_slots(engram_table_t *t)
         f->reqs = calloc(pairs, sizeof(*f->reqs));
         if (f->counters == NULL || f->reqs == NULL)
             return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate flush state for %zu (queue, peer) pairs", pairs);
-        if (t->ctx->cfg.dedup != ENGRAM_DEDUP_OFF) {
-            engram_status_t st = engram_dedup_create((uint64_t)p->max_tokens * p->entries_per_token, &f->dedup);
-            if (st != ENGRAM_OK)
-                return st;
-        }
+        engram_status_t st = engram_dedup_create((int)t->ctx->cfg.dedup,
+                                                 (uint64_t)p->max_tokens * p->entries_per_token, &f->dedup);
+        if (st != ENGRAM_OK)
+            return st;
     }
     return ENGRAM_OK;
 }

@@ -10,6 +10,7 @@
 
 #include "engram/dedup.h"
 #include "engram/engram.h"
+#include "hal/config_keys.h"
 #include "tests/check.h"
 #include "tests/recording_transport.h"
 
@@ -183,10 +184,15 @@ static void check_mode(engram_group_t *g, const char *dedup)
 static void check_too_large(void)
 {
     engram_dedup_t *d = (engram_dedup_t *)&d;
-    CHECK_STATUS(engram_dedup_create((1ull << 30) + 1, &d), ENGRAM_ERR_OVERFLOW);
+    CHECK_STATUS(engram_dedup_create(ENGRAM_DEDUP_ON, (1ull << 30) + 1, &d), ENGRAM_ERR_OVERFLOW);
     CHECK(strstr(engram_last_error(), "exceed the 1073741824 its table holds; set dedup=off") != NULL);
     CHECK(d == (engram_dedup_t *)&d); /* untouched on failure */
-    CHECK_OK(engram_dedup_create(1ull << 10, &d));
+    CHECK_OK(engram_dedup_create(ENGRAM_DEDUP_AUTO, (1ull << 30) + 1, &d)); /* auto: off for such a table */
+    CHECK(d == NULL);
+    CHECK_OK(engram_dedup_create(ENGRAM_DEDUP_OFF, 1ull << 10, &d));
+    CHECK(d == NULL);
+    CHECK_OK(engram_dedup_create(ENGRAM_DEDUP_ON, 1ull << 10, &d));
+    CHECK(d != NULL && d->capacity == 2048);
     engram_dedup_destroy(d);
     engram_dedup_destroy(NULL);
 }
