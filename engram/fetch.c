@@ -1,6 +1,7 @@
 /* Fetch: route every index, issue one get per row with the flush policy of
- * routing.h, gather scales locally, then flush each (queue, peer) that got
- * requests; test/wait complete those flush requests. */
+ * routing.h (per distinct row under dedup, engram/dedup.h), gather scales
+ * locally, then flush each (queue, peer) that got requests; test/wait
+ * complete those flush requests, then copy the repeated rows. */
 #include <string.h>
 #include <time.h>
 
@@ -15,8 +16,11 @@ static engram_status_t test_slot(engram_fetch_slot_t *f)
     if (f->table->params.recv == ENGRAM_RECV_CUDA)
         return engram_gpu_fetch_test(f);
     engram_status_t st = engram_fetch_test_flushes(f);
-    if (st != ENGRAM_INPROGRESS)
-        f->completed = true;
+    if (st == ENGRAM_INPROGRESS)
+        return st;
+    if (st == ENGRAM_OK && f->deduping != NULL)
+        engram_dedup_copy_rows(f->deduping, f->rows, f->table->params.row_bytes);
+    f->completed = true;
     return st;
 }
 
@@ -56,6 +60,7 @@ engram_fetch_slot_t *engram_fetch_begin(engram_table_t *t, int first_queue, int 
     f->flags = flags;
     f->num_reqs = 0;
     f->bad_count = 0;
+    f->deduping = NULL;
     t->fetches_in_flight++;
     return f;
 }
@@ -119,6 +124,8 @@ static engram_status_t issue_rows(engram_fetch_slot_t *f, const int64_t *indices
                 memset((char *)f->rows + row * row_bytes, 0, row_bytes);
                 continue;
             }
+            if (f->deduping != NULL && engram_dedup_repeat(f->deduping, (uint32_t)row))
+                continue; /* copied from its first position at completion */
             engram_status_t st = engram_fetch_get_row(f, queue, &r, t->recv_region, recv_base + row * row_bytes);
             if (st != ENGRAM_OK)
                 return st;
@@ -209,6 +216,8 @@ engram_status_t engram_fetch_on_queues(engram_table_t *t, int first_queue, int n
     if (f == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_fetch: all %d receive slots are in flight (fetch_slots); "
                                              "wait and release one first", t->num_slots);
+    f->deduping = engram_dedup_begin(f->dedup, (int)t->ctx->cfg.dedup, indices,
+                                     num_tokens * t->params.entries_per_token, t->shape.total_entries);
     st = issue_rows(f, indices);
     engram_status_t fst = engram_fetch_flush(f);
     if (f->sf)

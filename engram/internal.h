@@ -4,6 +4,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include "engram/dedup.h"
 #include "engram/engram.h"
 #include "hal/routing.h"
 #include "hal/config_keys.h"
@@ -49,6 +50,8 @@ struct engram_fetch_slot {
     int num_reqs;
     uint64_t bad_count;
     uint32_t first_bad_token, first_bad_entry;
+    engram_dedup_t *dedup;     /* the slot's dedup state; NULL when dedup=off */
+    engram_dedup_t *deduping;  /* this fetch's: dedup, or NULL when it reads every row */
 };
 
 /* The largest byte count of one table buffer, and of all of them: 2^47, the

@@ -165,6 +165,8 @@ engram_status_t engram_table_alloc_slots(engram_table_t *t)
         if (f->counters == NULL || f->reqs == NULL)
             return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate flush state for %zu (queue, peer) pairs", pairs);
         engram_status_t st = engram_handle_bind(f);
+        if (st == ENGRAM_OK)
+            st = engram_dedup_create((int)t->ctx->cfg.dedup, t->sizes.slot_rows, &f->dedup);
         if (st != ENGRAM_OK)
             return st;
     }
@@ -177,6 +179,7 @@ void engram_table_free_slots(engram_table_t *t)
         engram_handle_unbind(&t->slots[s]);
         free(t->slots[s].counters);
         free(t->slots[s].reqs);
+        engram_dedup_destroy(t->slots[s].dedup);
     }
     free(t->slots);
 }

@@ -338,6 +338,8 @@ static int format_value(const engram_config_t *cfg, int i, char *buf, size_t len
     case ENGRAM_CONFIG_INT: {
         int64_t v;
         memcpy(&v, field, sizeof(v));
+        if (v == ENGRAM_CONFIG_INT_AUTO && engram_config_int_takes_auto(&k->decl))
+            return snprintf(buf, len, "auto");
         return snprintf(buf, len, "%" PRId64, v);
     }
     case ENGRAM_CONFIG_ENUM: {

@@ -5,13 +5,14 @@
  * transport (ops->config_keys), not here.
  *
  * X(name, type, default, accepted, help)
- *   type: INT (accepted = "min..max"), ENUM (accepted = "a|b|c", stored as
- *   the index), STRING (accepted describes it; stored in
- *   char[ENGRAM_CONFIG_STRING_MAX]), PATHS (a STRING of ':'-separated
- *   absolute directories, checked when set). */
+ *   type: INT (accepted = "min..max", or "auto|min..max": "auto" is stored as
+ *   ENGRAM_CONFIG_INT_AUTO), ENUM (accepted = "a|b|c", stored as the index),
+ *   STRING (accepted describes it; stored in char[ENGRAM_CONFIG_STRING_MAX]),
+ *   PATHS (a STRING of ':'-separated absolute directories, checked when set). */
 #ifndef ENGRAM_HAL_CONFIG_KEYS_H
 #define ENGRAM_HAL_CONFIG_KEYS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,9 +33,11 @@
     X(timeout_ms, INT, "30000", "1..86400000", "Bound on waits, barriers and collective setup")        \
     X(plugin_path, PATHS, "", "colon-separated absolute directories",                                 \
       "Where external transports (libengram_transport_<name>.so) are looked for")                     \
-    X(gpu_sms, INT, "0", "0..4096", "recv=cuda: SMs the fetch kernel occupies (one block each); 0 = all")   \
+    X(gpu_sms, INT, "auto", "auto|0..4096",                                                          \
+      "recv=cuda: SMs the fetch kernel occupies (one block each); 0 = all; auto = the fewest reaching 0.9 of all") \
     X(gpu_table, ENUM, "host_numa", "host_numa|device",                                               \
-      "recv=cuda: table shards in host memory on the GPU's NUMA node, or in GPU memory (peers over NVLink)")
+      "recv=cuda: table shards in host memory on the GPU's NUMA node, or in GPU memory (peers over NVLink)") \
+    X(dedup, ENUM, "auto", "off|on|auto", "Fetch each distinct row of a batch once; auto: only where its distinct fraction pays")
 
 #define ENGRAM_CONFIG_FIELD_INT(name) int64_t name;
 #define ENGRAM_CONFIG_FIELD_ENUM(name) int name;
@@ -50,6 +53,9 @@ enum { ENGRAM_CONFIG_NUM_KEYS = 0 ENGRAM_CONFIG_KEYS(ENGRAM_CONFIG_COUNT_ONE) };
 /* Enum values, in the order of their `accepted` lists (mode's and
  * huge_pages' are in config_view.h, which transports see). */
 enum { ENGRAM_GPU_TABLE_HOST_NUMA = 0, ENGRAM_GPU_TABLE_DEVICE = 1 };
+enum { ENGRAM_DEDUP_OFF = 0, ENGRAM_DEDUP_ON = 1, ENGRAM_DEDUP_AUTO = 2 };
+/* An INT key's "auto" (accepted "auto|min..max"): below every range's min. */
+#define ENGRAM_CONFIG_INT_AUTO (-1)
 
 /* A value set (file, env or API) for a key that is not a core key: kept as
  * text with where it was set, until the transport that declares the key
@@ -90,6 +96,8 @@ engram_status_t engram_config_set_extra(engram_config_t *cfg, const char *name, 
 
 /* Typed parsing shared by core and transport keys (config_parse.c). `where`
  * prefixes the message ("file:line: ", "ENGRAM_X: ", ""). */
+/* Whether an INT key also takes "auto" (accepted "auto|min..max"). */
+bool engram_config_int_takes_auto(const engram_config_key_decl_t *k);
 engram_status_t engram_config_parse_int(const engram_config_key_decl_t *k, const char *value, const char *where,
                                         int64_t *out);
 engram_status_t engram_config_parse_enum(const engram_config_key_decl_t *k, const char *value, const char *where,

@@ -48,19 +48,39 @@ static bool parse_decimal(const char *s, const char *end, int64_t *out)
     return true;
 }
 
+/* "auto|min..max": the key also takes "auto" (ENGRAM_CONFIG_INT_AUTO). */
+static const char int_auto_prefix[] = "auto|";
+
+bool engram_config_int_takes_auto(const engram_config_key_decl_t *k)
+{
+    return k->accepted != NULL && strncmp(k->accepted, int_auto_prefix, strlen(int_auto_prefix)) == 0;
+}
+
 engram_status_t engram_config_parse_int(const engram_config_key_decl_t *k, const char *value, const char *where,
                                         int64_t *out)
 {
     const char *acc = k->accepted != NULL ? k->accepted : "";
+    const bool takes_auto = engram_config_int_takes_auto(k);
+    if (takes_auto) {
+        if (strcmp(value, "auto") == 0) {
+            *out = ENGRAM_CONFIG_INT_AUTO;
+            return ENGRAM_OK;
+        }
+        acc += strlen(int_auto_prefix);
+    }
     const char *dots = strstr(acc, "..");
     int64_t lo, hi, v;
     if (dots == NULL || !parse_decimal(acc, dots, &lo) || !parse_decimal(dots + 2, dots + strlen(dots), &hi))
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: table range '%s' is not min..max", k->name, acc);
+    if (takes_auto && lo <= ENGRAM_CONFIG_INT_AUTO)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: table range '%s' takes auto's value %d", k->name, acc,
+                            ENGRAM_CONFIG_INT_AUTO);
     if (!parse_decimal(value, value + strlen(value), &v))
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s%s: '%s' is not a decimal integer in %s", where, k->name, value,
-                            acc);
+                            k->accepted);
     if (v < lo || v > hi)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s%s: '%s' is out of range %s", where, k->name, value, acc);
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s%s: '%s' is out of range %s", where, k->name, value,
+                            k->accepted);
     *out = v;
     return ENGRAM_OK;
 }

@@ -82,7 +82,40 @@ static void test_defaults(void)
     CHECK(cfg->huge_pages == ENGRAM_HUGE_AUTO);
     CHECK(strcmp(cfg->transport, "auto") == 0);
     CHECK(cfg->plugin_path[0] == '\0');
+    CHECK(cfg->gpu_sms == ENGRAM_CONFIG_INT_AUTO);
+    CHECK(cfg->dedup == ENGRAM_DEDUP_AUTO);
     engram_config_destroy(cfg);
+}
+
+/* An "auto|min..max" key takes auto, the range, and prints auto back. */
+static void test_int_or_auto(void)
+{
+    clear_env();
+    engram_config_t *cfg = create_ok();
+    CHECK_OK(engram_config_set(cfg, "gpu_sms", "8"));
+    CHECK(cfg->gpu_sms == 8);
+    check_value(cfg, "gpu_sms", "8", ENGRAM_CONFIG_SRC_API);
+    CHECK_OK(engram_config_set(cfg, "gpu_sms", "0"));
+    CHECK(cfg->gpu_sms == 0);
+    CHECK_OK(engram_config_set(cfg, "gpu_sms", "auto"));
+    CHECK(cfg->gpu_sms == ENGRAM_CONFIG_INT_AUTO);
+    check_value(cfg, "gpu_sms", "auto", ENGRAM_CONFIG_SRC_API);
+    CHECK_ERROR(engram_config_set(cfg, "gpu_sms", "-1"), ENGRAM_ERR_INVALID,
+                "gpu_sms: '-1' is out of range auto|0..4096");
+    CHECK_ERROR(engram_config_set(cfg, "gpu_sms", "Auto"), ENGRAM_ERR_INVALID,
+                "gpu_sms: 'Auto' is not a decimal integer in auto|0..4096");
+    CHECK_ERROR(engram_config_set(cfg, "flush_depth", "auto"), ENGRAM_ERR_INVALID,
+                "flush_depth: 'auto' is not a decimal integer in 1..1048576");
+    CHECK(cfg->gpu_sms == ENGRAM_CONFIG_INT_AUTO); /* nothing stored on failure */
+    CHECK_OK(engram_config_set(cfg, "dedup", "on"));
+    CHECK(cfg->dedup == ENGRAM_DEDUP_ON);
+    CHECK_ERROR(engram_config_set(cfg, "dedup", "yes"), ENGRAM_ERR_INVALID, "dedup: 'yes' is not one of off|on|auto");
+    engram_config_destroy(cfg);
+    CHECK(setenv("ENGRAM_GPU_SMS", "16", 1) == 0);
+    cfg = create_ok();
+    CHECK(cfg->gpu_sms == 16);
+    engram_config_destroy(cfg);
+    clear_env();
 }
 
 static void test_env_over_default(void)
@@ -478,6 +511,7 @@ static void test_transport_keys(void)
 int main(void)
 {
     test_defaults();
+    test_int_or_auto();
     test_env_over_default();
     test_file_over_default();
     test_env_over_file_api_over_env();

@@ -8,8 +8,8 @@
 set -euo pipefail
 core=$1
 # A symbol every build has, so an empty or stripped listing cannot pass.
-nm --defined-only "$core" | awk '{ print $3 }' | grep -qx fork_rank_group_create ||
-    { echo "FAIL: nm $core lists no internal symbols" >&2; exit 1; }
+core_syms=$(nm --defined-only "$core" | awk '{ print $3 }')
+grep -qx fork_rank_group_create <<<"$core_syms" || { echo "FAIL: nm $core lists no internal symbols" >&2; exit 1; }
 fail=0
 for lib in "$@"; do
 syms=$(nm --defined-only "$lib" | awk '{ print $3 }')

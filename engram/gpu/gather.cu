@@ -54,7 +54,9 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
             const uint32_t row = vpr_log2 >= 0 ? (uint32_t)(c >> vpr_log2) : (uint32_t)(c / vpr);
             const uint32_t j = (uint32_t)(c - (uint64_t)row * vpr);
             engram_route_t r;
-            if (engram_route_index(&a.shape, a.indices[row], &r)) {
+            if (a.first != nullptr && a.first[row] != row) {
+                other_node |= 1u << u; // a repeat: the copy kernel places it
+            } else if (engram_route_index(&a.shape, a.indices[row], &r)) {
                 const uint32_t lp = r.peer - a.first_peer;
                 if (lp < a.local_peers) {
                     const char *src = a.span + (uint64_t)lp * a.peer_stride + r.src_off;
@@ -100,13 +102,57 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
 // per step (these rows are the minority that crossed the host transport).
 template <typename V>
 __global__ void __launch_bounds__(kThreads, 1)
-    scatter_rows(const V *staged, const uint32_t *dst_row, uint32_t count, uint32_t vpr, V *rows)
+    scatter_rows(const V *staged, const uint32_t *dst_row, const uint32_t *src, uint32_t count, uint32_t vpr,
+                 V *rows)
 {
     const uint64_t total = (uint64_t)count * vpr;
     const uint64_t nthreads = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t c = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; c < total; c += nthreads) {
         const uint32_t k = (uint32_t)(c / vpr), j = (uint32_t)(c - (uint64_t)k * vpr);
-        rows[(uint64_t)dst_row[k] * vpr + j] = staged[c];
+        const uint64_t from = src != nullptr ? (uint64_t)src[k] * vpr + j : c;
+        rows[(uint64_t)dst_row[k] * vpr + j] = staged[from];
+    }
+}
+
+// dedup: one thread per row claims its index's slot with atomicCAS (row + 1;
+// 0 = empty). Linear probing without deletions gives every distinct index
+// one winner: threads with the same index probe the same slots, and the
+// first empty one goes to exactly one of them.
+__global__ void __launch_bounds__(kThreads, 1) mark_firsts(const engram_gpu_gather_args_t a, uint32_t *table,
+                                                          uint32_t table_log2, uint32_t *first)
+{
+    const uint32_t mask = (1u << table_log2) - 1;
+    for (uint32_t row = blockIdx.x * blockDim.x + threadIdx.x; row < a.num_rows; row += gridDim.x * blockDim.x) {
+        const int64_t idx = a.indices[row];
+        engram_route_t r;
+        uint32_t f = row;
+        if (engram_route_index(&a.shape, idx, &r) && r.peer - a.first_peer < a.local_peers) {
+            uint32_t h = (uint32_t)(((uint64_t)idx * 0x9e3779b97f4a7c15ull) >> (64 - table_log2));
+            for (;; h = (h + 1) & mask) {
+                const uint32_t prev = atomicCAS(&table[h], 0u, row + 1);
+                if (prev == 0)
+                    break;
+                if (a.indices[prev - 1] == idx) {
+                    f = prev - 1;
+                    break;
+                }
+            }
+        }
+        first[row] = f;
+    }
+}
+
+template <typename V>
+__global__ void __launch_bounds__(kThreads, 1) copy_repeats(const uint32_t *first, uint32_t num_rows, uint32_t vpr,
+                                                           V *rows)
+{
+    const uint64_t total = (uint64_t)num_rows * vpr;
+    const uint64_t nthreads = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t c = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; c < total; c += nthreads) {
+        const uint32_t row = (uint32_t)(c / vpr), j = (uint32_t)(c - (uint64_t)row * vpr);
+        const uint32_t f = first[row];
+        if (f != row)
+            rows[c] = rows[(uint64_t)f * vpr + j];
     }
 }
 
@@ -136,9 +182,11 @@ extern "C" int engram_gpu_kernels_load(void)
             ce = by_vector(row_bytes, [&](auto v) {
                 using V = decltype(v);
                 cudaError_t e = cudaFuncGetAttributes(&attr, gather_rows<V>);
+                if (e == cudaSuccess)
+                    e = cudaFuncGetAttributes(&attr, copy_repeats<V>);
                 return e == cudaSuccess ? cudaFuncGetAttributes(&attr, scatter_rows<V>) : e;
             });
-    return ce;
+    return ce == cudaSuccess ? cudaFuncGetAttributes(&attr, mark_firsts) : ce;
 }
 
 extern "C" int engram_gpu_gather_launch(const engram_gpu_gather_args_t *a, int blocks, void *stream)
@@ -163,14 +211,37 @@ extern "C" int engram_gpu_gather_launch(const engram_gpu_gather_args_t *a, int b
     });
 }
 
-extern "C" int engram_gpu_scatter_launch(const char *staged, const uint32_t *dst_row, uint32_t count,
-                                         uint32_t row_bytes, char *rows, int blocks, void *stream)
+extern "C" int engram_gpu_scatter_launch(const char *staged, const uint32_t *dst_row, const uint32_t *src,
+                                         uint32_t count, uint32_t row_bytes, char *rows, int blocks, void *stream)
 {
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     return by_vector(row_bytes, [&](auto v) {
         using V = decltype(v);
-        scatter_rows<V><<<blocks, kThreads, 0, s>>>(reinterpret_cast<const V *>(staged), dst_row, count,
+        scatter_rows<V><<<blocks, kThreads, 0, s>>>(reinterpret_cast<const V *>(staged), dst_row, src, count,
                                                     row_bytes / (uint32_t)sizeof(V), reinterpret_cast<V *>(rows));
+        return cudaGetLastError();
+    });
+}
+
+extern "C" int engram_gpu_dedup_mark_launch(const engram_gpu_gather_args_t *a, uint32_t *table,
+                                            uint32_t table_log2, uint32_t *first, int blocks, void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    cudaError_t ce = cudaMemsetAsync(table, 0, sizeof(*table) << table_log2, s);
+    if (ce != cudaSuccess)
+        return ce;
+    mark_firsts<<<blocks, kThreads, 0, s>>>(*a, table, table_log2, first);
+    return cudaGetLastError();
+}
+
+extern "C" int engram_gpu_dedup_copy_launch(const uint32_t *first, uint32_t num_rows, uint32_t row_bytes, char *rows,
+                                            int blocks, void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    return by_vector(row_bytes, [&](auto v) {
+        using V = decltype(v);
+        copy_repeats<V><<<blocks, kThreads, 0, s>>>(first, num_rows, row_bytes / (uint32_t)sizeof(V),
+                                                    reinterpret_cast<V *>(rows));
         return cudaGetLastError();
     });
 }

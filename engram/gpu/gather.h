@@ -34,6 +34,11 @@ typedef struct engram_gpu_gather_args {
     uint32_t packs;
     uint32_t col_major;
     engram_gpu_bad_t *bad; /* host-mapped, [blocks] */
+    /* dedup (engram/dedup.h): device [num_rows], the first row holding each
+     * row's index (the row itself for firsts, bad indices and rows of
+     * other nodes); rows with another first are left to the copy kernel.
+     * NULL: every row is loaded. */
+    const uint32_t *first;
 } engram_gpu_gather_args_t;
 
 /* Loads every kernel of this file now. With CUDA's lazy loading a
@@ -48,10 +53,22 @@ int engram_gpu_kernels_load(void);
 int engram_gpu_gather_launch(const engram_gpu_gather_args_t *a, int blocks, void *stream);
 
 /* Rows staged back to back in host memory (mapped for the GPU) are placed
- * at their receive rows: rows[dst_row[k]] = staged[k] for k < count.
- * Returns the launch's cudaError_t. */
-int engram_gpu_scatter_launch(const char *staged, const uint32_t *dst_row, uint32_t count, uint32_t row_bytes,
-                              char *rows, int blocks, void *stream);
+ * at their receive rows: rows[dst_row[k]] = staged[src[k]] for k < count
+ * (src NULL: staged[k]; a repeated row's entry names its first's staged
+ * row). Returns the launch's cudaError_t. */
+int engram_gpu_scatter_launch(const char *staged, const uint32_t *dst_row, const uint32_t *src, uint32_t count,
+                              uint32_t row_bytes, char *rows, int blocks, void *stream);
+
+/* dedup on the GPU, before the gather kernel: clears `table` (device,
+ * 2^table_log2 entries) and fills a->first (writable: first) from
+ * a->indices with a->shape's routing: one winner per distinct index of
+ * this node's rows by atomicCAS in an open-addressing table. Returns the
+ * first cudaError_t. */
+int engram_gpu_dedup_mark_launch(const engram_gpu_gather_args_t *a, uint32_t *table, uint32_t table_log2,
+                                 uint32_t *first, int blocks, void *stream);
+/* After the gather kernel: rows[r] = rows[first[r]] where they differ. */
+int engram_gpu_dedup_copy_launch(const uint32_t *first, uint32_t num_rows, uint32_t row_bytes, char *rows,
+                                 int blocks, void *stream);
 
 #ifdef __cplusplus
 }

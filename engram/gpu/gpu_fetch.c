@@ -9,6 +9,7 @@
  * launcher's wait is queued on the stream by the first test/wait, so work
  * the caller queues in between overlaps the transfer. */
 #include "engram/fetch_handle.h"
+#include "engram/gpu/gpu_dedup.h"
 #include "engram/gpu/gpu_remote.h"
 #include "engram/gpu/gpu_state.h"
 #include "engram/gpu/gpu_table.h"
@@ -107,7 +108,11 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
             .col_major = (f->flags & ENGRAM_FETCH_SF_COL_MAJOR) != 0,
             .bad = g->bad + (size_t)slot * g->blocks,
         };
-        ce = (cudaError_t)engram_gpu_gather_launch(&a, g->blocks, stream);
+        ce = (cudaError_t)engram_gpu_dedup_before(g, slot, &a, stream);
+        if (ce == cudaSuccess)
+            ce = (cudaError_t)engram_gpu_gather_launch(&a, g->blocks, stream);
+        if (ce == cudaSuccess)
+            ce = (cudaError_t)engram_gpu_dedup_after(g, &a, stream);
         if (ce != cudaSuccess) {
             engram_status_t st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "engram_fetch_on_stream: kernel launch: %s",
                                               cudaGetErrorString(ce));

@@ -3,7 +3,9 @@
  * (rows of the other node through the host transport: loopback, and ucx
  * over posix and tcp), direct and hybrid, bf16 and fp8+scales in both
  * layouts, odd row sizes, shards in host-NUMA or device memory, several
- * fetches in flight, and bad indices zero-filled and reported. Needs a GPU
+ * fetches in flight, and bad indices zero-filled and reported; a few
+ * scenarios again with dedup=on (repeated rows, repeated bad indices,
+ * this node's and the other node's). Needs a GPU
  * (tagged gpu).
  * Built with ENGRAM_GPU_TEST_NCCL_GIN (//transports/nccl_gin:nccl_gin_fetch_test)
  * it runs the same checks through transport=nccl_gin instead: 2 ranks, one
@@ -28,6 +30,7 @@ typedef struct scenario {
     const char *gpu_table;
     const char *transport;
     const char *ucx_tls; /* UCX_TLS for transport=ucx */
+    const char *dedup;   /* the dedup key; NULL = its default */
 } scenario_t;
 
 /* The bad-index report of the last fetch finish() waited for. */
@@ -180,6 +183,22 @@ static void check_bad_indices(harness_t *h, cudaStream_t s, bool col)
     CHECK(last_bad.count == 3 && last_bad.token == 3 && last_bad.entry == 2);
 }
 
+/* Few distinct rows, each many times over every rank's shard, and bad
+ * indices repeated: each bad position a zero row, each counted. */
+static void check_repeats(harness_t *h, cudaStream_t s, bool col)
+{
+    int64_t idx[MAX_TOKENS * EPT];
+    int64_t total = (int64_t)(h->params.entries_per_rank * (uint64_t)engram_group_size(h->g));
+    for (uint32_t i = 0; i < MAX_TOKENS * EPT; i++)
+        idx[i] = (int64_t)((uint64_t)i * 2654435761u % 23) * (total / 23);
+    idx[2] = idx[9] = idx[MAX_TOKENS * EPT - 1] = total;
+    idx[11] = -3;
+    gpu_fetch_t gf;
+    issue(h, s, idx, MAX_TOKENS, col, &gf);
+    CHECK_STATUS(finish(h, idx, MAX_TOKENS, col, &gf), ENGRAM_ERR_BAD_INDEX);
+    CHECK(last_bad.count == 4 && last_bad.token == 0 && last_bad.entry == 2);
+}
+
 /* The scenario's context, opened with a host-receive table: refused by a
  * GPU-initiated transport, taken (and dropped again) by the others. */
 static engram_context_t *open_context(engram_group_t *g, const scenario_t *sc, bool gin)
@@ -216,6 +235,8 @@ static int rank_main(engram_group_t *g, void *arg)
     setenv("ENGRAM_GPU_TABLE", sc->gpu_table, 1);
     if (sc->ucx_tls)
         setenv("UCX_TLS", sc->ucx_tls, 1);
+    if (sc->dedup)
+        setenv("ENGRAM_DEDUP", sc->dedup, 1);
     engram_context_t *ctx = open_context(g, sc, gin);
     cudaStream_t s;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -241,6 +262,9 @@ static int rank_main(engram_group_t *g, void *arg)
             check_bad_indices(&h, s, true);
         }
         check_boundaries_and_slots(&h, s);
+        check_repeats(&h, s, false);
+        if (dtypes[d].packs)
+            check_repeats(&h, s, true);
         CHECK_OK(engram_table_destroy(h.table));
     }
     CHECK_OK(engram_context_destroy(ctx));
@@ -252,27 +276,33 @@ int main(void)
 {
 #ifdef ENGRAM_GPU_TEST_NCCL_GIN
     static const scenario_t shapes[] = {
-        {2, 2, false, "host_numa", "nccl_gin", NULL},
-        {2, 2, true, "host_numa", "nccl_gin", NULL},
-        {2, 1, false, "host_numa", "nccl_gin", NULL},
-        {2, 1, true, "host_numa", "nccl_gin", NULL},
-        {2, 2, false, "device", "nccl_gin", NULL}};
+        {2, 2, false, "host_numa", "nccl_gin", NULL, NULL},
+        {2, 2, true, "host_numa", "nccl_gin", NULL, NULL},
+        {2, 1, false, "host_numa", "nccl_gin", NULL, NULL},
+        {2, 1, true, "host_numa", "nccl_gin", NULL, NULL},
+        {2, 2, false, "device", "nccl_gin", NULL, NULL},
+        {2, 1, true, "host_numa", "nccl_gin", NULL, "on"}};
 #else
     static const scenario_t shapes[] = {
-        {1, 1, false, "host_numa", "loopback", NULL},
-        {4, 4, false, "host_numa", "loopback", NULL},
-        {4, 4, true, "host_numa", "loopback", NULL},
-        {1, 1, false, "device", "loopback", NULL},
-        {4, 4, false, "device", "loopback", NULL},
-        {4, 4, true, "device", "loopback", NULL},
+        {1, 1, false, "host_numa", "loopback", NULL, NULL},
+        {4, 4, false, "host_numa", "loopback", NULL, NULL},
+        {4, 4, true, "host_numa", "loopback", NULL, NULL},
+        {1, 1, false, "device", "loopback", NULL, NULL},
+        {4, 4, false, "device", "loopback", NULL, NULL},
+        {4, 4, true, "device", "loopback", NULL, NULL},
         /* 2 emulated nodes x 2: the other node's rows through the host transport */
-        {4, 2, false, "host_numa", "loopback", NULL},
-        {4, 2, true, "host_numa", "loopback", NULL},
-        {4, 2, false, "device", "loopback", NULL},
-        {4, 2, false, "host_numa", "ucx", "posix,self"},
-        {4, 2, true, "host_numa", "ucx", "posix,self"},
-        {4, 2, true, "device", "ucx", "tcp,self"},
-        {4, 2, false, "host_numa", "ucx", "tcp,self"}};
+        {4, 2, false, "host_numa", "loopback", NULL, NULL},
+        {4, 2, true, "host_numa", "loopback", NULL, NULL},
+        {4, 2, false, "device", "loopback", NULL, NULL},
+        {4, 2, false, "host_numa", "ucx", "posix,self", NULL},
+        {4, 2, true, "host_numa", "ucx", "posix,self", NULL},
+        {4, 2, true, "device", "ucx", "tcp,self", NULL},
+        {4, 2, false, "host_numa", "ucx", "tcp,self", NULL},
+        /* dedup=on: this node's rows by the marking kernel, the other's by the host */
+        {1, 1, false, "host_numa", "loopback", NULL, "on"},
+        {4, 4, true, "device", "loopback", NULL, "on"},
+        {4, 2, false, "host_numa", "loopback", NULL, "on"},
+        {4, 2, true, "host_numa", "ucx", "tcp,self", "on"}};
 #endif
     /* every scenario runs, so one failure does not hide the others */
     int failed = 0;
@@ -280,9 +310,10 @@ int main(void)
         const scenario_t *sc = &shapes[s];
         int codes[8];
         engram_status_t st = engram_group_fork_run(sc->ranks, sc->local, rank_main, (void *)sc, codes);
-        printf("gpu_fetch_test: %d ranks, %d per node, %s, table in %s, transport %s%s%s: %s\n", sc->ranks,
+        printf("gpu_fetch_test: %d ranks, %d per node, %s, table in %s, transport %s%s%s%s%s: %s\n", sc->ranks,
                sc->local, sc->hybrid ? "hybrid" : "direct", sc->gpu_table, sc->transport,
-               sc->ucx_tls ? " UCX_TLS=" : "", sc->ucx_tls ? sc->ucx_tls : "", st == ENGRAM_OK ? "ok" : "FAILED");
+               sc->ucx_tls ? " UCX_TLS=" : "", sc->ucx_tls ? sc->ucx_tls : "", sc->dedup ? " dedup=" : "",
+               sc->dedup ? sc->dedup : "", st == ENGRAM_OK ? "ok" : "FAILED");
         fflush(stdout);
         failed += st != ENGRAM_OK;
     }

@@ -11,6 +11,8 @@
 typedef struct remote_slot {
     void *stream;         /* the fetch's stream, for the scatter */
     uint32_t staged;      /* rows of other nodes staged for this fetch */
+    uint32_t placed;      /* scatter entries: staged rows, then repeats under dedup */
+    bool deduped;         /* entries read src (repeats name their first's staged row) */
     bool scatter_pending; /* staged rows not yet queued for the scatter */
 } remote_slot_t;
 
@@ -22,6 +24,11 @@ struct engram_gpu_remote {
     int64_t *indices;          /* pinned [slots][max rows]: each fetch's indices, copied back */
     uint32_t *dst_row;         /* pinned, mapped [slots][max rows]: receive row of each staged row */
     const uint32_t *dst_row_dev;
+    /* dedup (NULL when off): pinned, mapped [slots][max rows], the staged
+     * row each scatter entry reads; and [slots][max rows] each first's
+     * staged row, by receive row */
+    uint32_t *src, *stage_of;
+    const uint32_t *src_dev;
     cudaEvent_t *copied;       /* [slots]: the indices' copy is done */
     remote_slot_t *slots;
 };
@@ -54,6 +61,15 @@ static engram_status_t alloc_pinned(engram_table_t *t, engram_gpu_remote_t *r)
         ce = cudaHostAlloc((void **)&r->dst_row, rows * sizeof(*r->dst_row), cudaHostAllocMapped);
     if (ce == cudaSuccess)
         ce = cudaHostGetDevicePointer((void **)&r->dst_row_dev, r->dst_row, 0);
+    if (ce == cudaSuccess && t->ctx->cfg.dedup != ENGRAM_DEDUP_OFF) {
+        ce = cudaHostAlloc((void **)&r->src, rows * sizeof(*r->src), cudaHostAllocMapped);
+        if (ce == cudaSuccess)
+            ce = cudaHostGetDevicePointer((void **)&r->src_dev, r->src, 0);
+        r->stage_of = ce == cudaSuccess ? malloc(rows * sizeof(*r->stage_of)) : NULL;
+        if (ce == cudaSuccess && r->stage_of == NULL)
+            return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: out of memory for dedup's %llu staged rows",
+                                (unsigned long long)rows);
+    }
     if (ce != cudaSuccess)
         return cuda_error("allocating the pinned index and row lists", ce);
     r->copied = calloc((size_t)t->num_slots, sizeof(*r->copied));
@@ -119,6 +135,8 @@ void engram_gpu_remote_destroy(engram_table_t *t, engram_gpu_table_t *g)
     free(r->copied);
     free(r->slots);
     cudaFreeHost(r->dst_row);
+    cudaFreeHost(r->src);
+    free(r->stage_of);
     cudaFreeHost(r->indices);
     if (r->staging_pinned)
         cudaHostUnregister(r->staging->addr);
@@ -180,7 +198,26 @@ static engram_status_t wait_copied(engram_context_t *ctx, cudaEvent_t ev)
     }
 }
 
-/* One get per row of another node, into the slot's staging, compacted. */
+/* Under dedup: after the staged rows, one scatter entry per repeat, read
+ * from its first's staged row. */
+static void place_repeats(const engram_dedup_t *dd, engram_gpu_remote_t *r, int slot, uint32_t rows_max,
+                          remote_slot_t *rs)
+{
+    uint32_t *dst_row = r->dst_row + (uint64_t)slot * rows_max, *src = r->src + (uint64_t)slot * rows_max;
+    const uint32_t *stage_of = r->stage_of + (uint64_t)slot * rows_max;
+    for (uint32_t k = 0; k < rs->staged; k++)
+        src[k] = k;
+    uint32_t n = rs->staged;
+    for (uint32_t k = 0; k < dd->num_copies; k++) {
+        dst_row[n] = dd->copy_dst[k];
+        src[n++] = stage_of[dd->copy_src[k]];
+    }
+    rs->placed = n;
+    rs->deduped = true;
+}
+
+/* One get per row of another node (per distinct one under dedup), into
+ * the slot's staging, compacted. */
 static engram_status_t issue_rows(engram_fetch_slot_t *f, engram_gpu_table_t *g, int slot)
 {
     engram_table_t *t = f->table;
@@ -188,7 +225,10 @@ static engram_status_t issue_rows(engram_fetch_slot_t *f, engram_gpu_table_t *g,
     const uint32_t ept = t->params.entries_per_token, row_bytes = t->params.row_bytes;
     const int64_t *indices = r->indices + (uint64_t)slot * t->sizes.slot_rows;
     uint32_t *dst_row = r->dst_row + (uint64_t)slot * t->sizes.slot_rows;
+    uint32_t *stage_of = r->stage_of ? r->stage_of + (uint64_t)slot * t->sizes.slot_rows : NULL;
     const uint64_t staging_base = (uint64_t)slot * t->sizes.slot_row_bytes;
+    engram_dedup_t *dd = engram_dedup_begin(f->dedup, (int)t->ctx->cfg.dedup, indices,
+                                            f->num_tokens * ept, t->shape.total_entries);
     uint32_t staged = 0;
     engram_status_t st = ENGRAM_OK;
     for (uint32_t tok = 0; st == ENGRAM_OK && tok < f->num_tokens; tok++) {
@@ -200,12 +240,19 @@ static engram_status_t issue_rows(engram_fetch_slot_t *f, engram_gpu_table_t *g,
             if (!engram_route_index(&t->shape, indices[row], &route) ||
                 route.peer - g->first_peer < g->local_peers)
                 continue;
+            if (dd != NULL && engram_dedup_repeat(dd, row))
+                continue; /* placed from its first's staged row (place_repeats) */
             st = engram_fetch_get_row(f, queue, &route, t->recv_region, staging_base + (uint64_t)staged * row_bytes);
+            if (st == ENGRAM_OK && stage_of != NULL)
+                stage_of[row] = staged;
             if (st == ENGRAM_OK)
                 dst_row[staged++] = row;
         }
     }
-    r->slots[slot].staged = staged;
+    remote_slot_t *rs = &r->slots[slot];
+    rs->staged = rs->placed = staged;
+    if (dd != NULL && dd->num_copies > 0)
+        place_repeats(dd, r, slot, (uint32_t)t->sizes.slot_rows, rs);
     return st;
 }
 
@@ -213,7 +260,8 @@ engram_status_t engram_gpu_remote_issue(engram_fetch_slot_t *f, int slot)
 {
     engram_gpu_table_t *g = f->table->gpu;
     remote_slot_t *rs = &g->remote->slots[slot];
-    rs->staged = 0;
+    rs->staged = rs->placed = 0;
+    rs->deduped = false;
     rs->scatter_pending = false;
     if (f->num_tokens == 0)
         return ENGRAM_OK;
@@ -222,7 +270,7 @@ engram_status_t engram_gpu_remote_issue(engram_fetch_slot_t *f, int slot)
         return st;
     st = issue_rows(f, g, slot);
     engram_status_t fst = engram_fetch_flush(f);
-    rs->scatter_pending = rs->staged > 0;
+    rs->scatter_pending = rs->placed > 0;
     return st != ENGRAM_OK ? st : fst;
 }
 
@@ -240,7 +288,8 @@ engram_status_t engram_gpu_remote_test(engram_fetch_slot_t *f, int slot)
         return st; /* failed fetch: its staged rows are not placed */
     cudaError_t ce = (cudaError_t)engram_gpu_scatter_launch(
         r->staging_dev + (uint64_t)slot * t->sizes.slot_row_bytes, r->dst_row_dev + (uint64_t)slot * t->sizes.slot_rows,
-        rs->staged, t->params.row_bytes, f->rows, g->blocks, rs->stream);
+        rs->deduped ? r->src_dev + (uint64_t)slot * t->sizes.slot_rows : NULL, rs->placed, t->params.row_bytes, f->rows,
+        g->blocks, rs->stream);
     if (ce == cudaSuccess)
         ce = cudaEventRecord(g->done[slot], (cudaStream_t)rs->stream);
     if (ce != cudaSuccess)

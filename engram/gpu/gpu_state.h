@@ -10,7 +10,8 @@ typedef struct engram_gpu_remote engram_gpu_remote_t; /* gpu_remote.c */
 
 typedef struct engram_gpu_table {
     int device;
-    int blocks;     /* the kernel's grid: gpu_sms, or every SM */
+    int sms;        /* the device's SMs */
+    int blocks;     /* the kernel's grid: gpu_sms, auto's choice (gpu_sms.h), or every SM */
     size_t gran;    /* allocation granularity of the span's parts */
     /* The span, DeepEP-style and identical in every local rank: this rank's
      * receive region (GPU memory) at base, then every local rank's shard at
@@ -37,6 +38,10 @@ typedef struct engram_gpu_table {
     void **wait_stream; /* [slots]: stream of an issue whose wait is not queued yet */
     bool *wait_pending; /* [slots] */
     const char *local_span; /* the gather kernel's shard of routed peer first_peer */
+    /* dedup=on (gpu_dedup.h): [slots][dd_cap] marking tables, then
+     * [slots][dd_rows] first positions, in one GPU allocation */
+    uint32_t *dd_table, *dd_first;
+    uint64_t dd_cap, dd_rows;
 } engram_gpu_table_t;
 
 #endif

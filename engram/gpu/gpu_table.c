@@ -5,7 +5,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engram/gpu/gpu_dedup.h"
 #include "engram/gpu/gpu_remote.h"
+#include "engram/gpu/gpu_sms.h"
 #include "engram/gpu/gpu_state.h"
 #include "engram/gpu/gpu_table.h"
 #include "hal/log.h"
@@ -61,9 +63,13 @@ static engram_status_t alloc_cuda(engram_table_t *t, engram_gpu_table_t *g)
         if (ce != cudaSuccess)
             return cuda_error("allocating the scales in GPU memory", ce);
     }
-    ce = cudaHostAlloc((void **)&g->bad, (size_t)t->num_slots * g->blocks * sizeof(*g->bad), cudaHostAllocMapped);
+    /* room for every SM's tally: gpu_sms=auto sets blocks after the span is mapped */
+    ce = cudaHostAlloc((void **)&g->bad, (size_t)t->num_slots * g->sms * sizeof(*g->bad), cudaHostAllocMapped);
     if (ce != cudaSuccess)
         return cuda_error("allocating the bad-index tallies (host-mapped)", ce);
+    engram_status_t st = engram_gpu_dedup_alloc(t, g);
+    if (st != ENGRAM_OK)
+        return st;
     g->done = calloc((size_t)t->num_slots, sizeof(*g->done));
     if (g->done == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: out of memory for %d events", t->num_slots);
@@ -86,6 +92,7 @@ static engram_status_t alloc_local(engram_table_t *t, engram_gpu_table_t *g)
     ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g->device);
     if (ce != cudaSuccess)
         return cuda_error("reading the SM count", ce);
+    g->sms = sms;
     g->blocks = ctx->cfg.gpu_sms > 0 && ctx->cfg.gpu_sms < sms ? (int)ctx->cfg.gpu_sms : sms;
     ce = (cudaError_t)engram_gpu_kernels_load();
     if (ce != cudaSuccess)
@@ -194,6 +201,7 @@ static void free_gpu(engram_table_t *t, engram_gpu_table_t *g)
             cudaEventDestroy(g->done[s]);
     free(g->done);
     cudaFreeHost(g->bad);
+    engram_gpu_dedup_free(g);
     cudaFree(g->scales);
     cudaFree(g->sf);
     /* The parts go before the reservation they sit in. */
@@ -237,6 +245,8 @@ engram_status_t engram_gpu_table_create(engram_context_t *ctx, engram_table_t *t
     st = engram_fd_allgather(ctx->group, my_fd, fds);
     if (st == ENGRAM_OK) {
         st = engram_group_agree(ctx->group, map_span(t, g, fds));
+        if (st == ENGRAM_OK && ctx->cfg.gpu_sms == ENGRAM_CONFIG_INT_AUTO)
+            st = engram_group_agree(ctx->group, engram_gpu_sms_calibrate(t, g, g->sms));
         for (int r = 0; r < n; r++)
             if (fds[r] >= 0)
                 close(fds[r]);

@@ -125,7 +125,9 @@ ENGRAM_API engram_status_t engram_fetch(engram_table_t *table, const int64_t *in
  * shards. Stream-ordered: work queued later on `stream` sees the rows
  * without waiting; engram_test/engram_wait complete it on the host and
  * return GPU pointers (rows, scales) and the bad-index report as for
- * engram_fetch. The kernel occupies gpu_sms SMs (config; 0 = all).
+ * engram_fetch. The kernel occupies gpu_sms SMs (config; 0 = all; auto,
+ * the default: the fewest reaching 0.9 of the all-SM rate, timed when the
+ * table is created).
  * On more than one node, rows owned by other nodes come through the
  * context's host transport: this call then copies the indices back and
  * waits for that copy (and so for the work queued before it on `stream`)

@@ -18,9 +18,9 @@ refuse() { # refuse 'message part' args...
     fi
 }
 # 4 ranks x 2^40 rows of 4 KiB: 16 PiB, on no host
-refuse "this case needs about" --entries 1099511627776 --row-bytes 4096
-refuse "4 ranks x 4294967544.1 MiB each (shard 4294967296.0, receive slots 192.0" --entries 1099511627776 --row-bytes 4096
-refuse "MiB shared (the memcpy reference table); the host has" --entries 1099511627776 --row-bytes 4096
+refuse "this case needs about" --entries 4294967296 --row-bytes 4096
+refuse "4 ranks x 16777464.1 MiB each (shard 16777216.0, receive slots 192.0" --entries 4294967296 --row-bytes 4096
+refuse "MiB shared (the memcpy reference table); the host has" --entries 4294967296 --row-bytes 4096
 # many ranks of tiny tables still cost each rank a process
 refuse "this case needs about" --ranks 2000000000 --entries 1 --row-bytes 1 --tokens 1 --entries-per-token 1
 refuse "rows exceed int64 indices" --entries 4611686018427387904

@@ -1,0 +1,31 @@
+/* dedup for GPU tables (engram/dedup.h is the host side).
+ *
+ * This node's rows (the gather kernel's loads over PCIe or NVLink): with
+ * dedup=on, a marking kernel finds each row's first position of its index
+ * (atomicCAS in a per-slot table in GPU memory, cleared per fetch), the
+ * gather kernel loads only firsts, and a copy kernel fills the repeats from
+ * them in GPU memory: two launches and a memset more per fetch. dedup=auto
+ * leaves these rows alone: the GPU's L2 already serves repeated rows of one
+ * fetch without another PCIe read, and the extra launches are a fixed cost
+ * (measure with ENGRAM_DEDUP=on against off, docs/BENCHMARKS.md).
+ *
+ * Rows of other nodes (through the host transport, gpu_remote.c) dedup as
+ * a host fetch does, auto included: one get per distinct row, the scatter
+ * placing each repeat from its first's staged row. Rows a fetch launcher
+ * (nccl_gin) gets are its issue kernel's: not deduped. */
+#ifndef ENGRAM_GPU_GPU_DEDUP_H
+#define ENGRAM_GPU_GPU_DEDUP_H
+
+#include "engram/gpu/gpu_state.h"
+
+/* At table create (after the slots): the marking tables when dedup=on;
+ * sizes overflow-checked. Freed by engram_gpu_dedup_free. */
+engram_status_t engram_gpu_dedup_alloc(engram_table_t *t, engram_gpu_table_t *g);
+void engram_gpu_dedup_free(engram_gpu_table_t *g);
+/* Around the gather launch of a fetch of a->num_rows rows on `stream`:
+ * before sets a->first and queues the marking (when dedup=on), after
+ * queues the copies. Return the first cudaError_t. */
+int engram_gpu_dedup_before(engram_gpu_table_t *g, int slot, engram_gpu_gather_args_t *a, void *stream);
+int engram_gpu_dedup_after(engram_gpu_table_t *g, const engram_gpu_gather_args_t *a, void *stream);
+
+#endif

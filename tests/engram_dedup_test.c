@@ -1,0 +1,214 @@
+/* In-batch dedup against the recording transport (one process playing rank
+ * 1 of 4): the gets handed to the transport are exactly the distinct valid
+ * rows of the fetch (dedup=on, and auto on a batch with many repeats),
+ * every row of a valid index (dedup=off, and auto on indices without
+ * repeats); each repeated position gets its first position's row (the
+ * transport's tag of peer and offset); every position of a bad index is a
+ * zero row and counted. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engram/dedup.h"
+#include "engram/engram.h"
+#include "hal/config_keys.h"
+#include "tests/check.h"
+#include "tests/recording_transport.h"
+
+static int fake_allgather(void *ctx, const void *send, void *recv, size_t bytes)
+{
+    int n = *(int *)ctx;
+    for (int r = 0; r < n; r++)
+        memcpy((char *)recv + (size_t)r * bytes, send, bytes);
+    return 0;
+}
+
+static int fake_barrier(void *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
+enum { RANKS = 4, EPR = 1000, EPT = 4, TOKENS = 128, ROWS = TOKENS * EPT, ROW = 40 /* stride 64 */ };
+
+static engram_table_t *open_table(engram_group_t *g, engram_context_t **ctx, const char *dedup)
+{
+    engram_config_t *cfg;
+    CHECK_OK(engram_config_create(&cfg));
+    CHECK_OK(engram_config_set(cfg, "transport", "recording"));
+    CHECK_OK(engram_config_set(cfg, "num_qps", "2"));
+    CHECK_OK(engram_config_set(cfg, "dedup", dedup));
+    CHECK_OK(engram_context_create(cfg, g, ctx));
+    engram_config_destroy(cfg);
+    engram_table_params_t p = {.size = sizeof(p), .entries_per_rank = EPR, .row_bytes = ROW,
+                               .entries_per_token = EPT, .max_tokens = TOKENS, .recv = ENGRAM_RECV_HOST};
+    engram_table_t *t;
+    CHECK_OK(engram_table_create(*ctx, &p, &t));
+    static char rows[EPR * ROW];
+    CHECK_OK(engram_write(t, rows, ROW, NULL));
+    return t;
+}
+
+static bool is_bad(int64_t idx)
+{
+    return idx < 0 || idx >= RANKS * EPR;
+}
+
+/* Distinct valid indices, and bad positions, of idx[0..n). */
+static void count_expected(const int64_t *idx, int n, int *distinct, int *valid, int *bad)
+{
+    *distinct = *valid = *bad = 0;
+    for (int i = 0; i < n; i++) {
+        if (is_bad(idx[i])) {
+            (*bad)++;
+            continue;
+        }
+        (*valid)++;
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++)
+            seen = idx[j] == idx[i];
+        *distinct += !seen;
+    }
+}
+
+/* Fetches idx, checks the gets issued (want_gets), that each get reads a
+ * distinct index, each row's tag, and the bad count. */
+static void fetch_and_check(engram_table_t *t, const int64_t *idx, int want_gets, bool deduped)
+{
+    recording_log.num_ops = 0;
+    engram_fetch_t *f;
+    CHECK_OK(engram_fetch(t, idx, TOKENS, 0, &f));
+    int gets = 0;
+    static bool read[RANKS * EPR];
+    memset(read, 0, sizeof(read));
+    for (int i = 0; i < recording_log.num_ops; i++) {
+        const recorded_op_t *op = &recording_log.ops[i];
+        if (op->kind != 'g')
+            continue;
+        gets++;
+        int64_t got = idx[op->local_off / ROW];
+        CHECK(!is_bad(got));
+        if (deduped)
+            CHECK(!read[got]); /* no index read twice */
+        read[got] = true;
+    }
+    if (gets != want_gets) {
+        fprintf(stderr, "%d gets handed to the transport, expected %d\n", gets, want_gets);
+        exit(1);
+    }
+    const void *rows;
+    int distinct, valid, bad;
+    count_expected(idx, ROWS, &distinct, &valid, &bad);
+    CHECK_STATUS(engram_wait(f, &rows, NULL), bad ? ENGRAM_ERR_BAD_INDEX : ENGRAM_OK);
+    uint64_t bad_count;
+    engram_fetch_bad_indices(f, &bad_count, NULL, NULL);
+    CHECK(bad_count == (uint64_t)bad);
+    for (int i = 0; i < ROWS; i++) {
+        uint64_t want[ROW / 8] = {0}, got[ROW / 8];
+        if (!is_bad(idx[i])) {
+            want[0] = (uint64_t)(idx[i] / EPR);
+            want[1] = (uint64_t)(idx[i] % EPR) * 64;
+        }
+        memcpy(got, (const char *)rows + (size_t)i * ROW, ROW);
+        CHECK(memcmp(got, want, 16) == 0);
+        if (is_bad(idx[i]))
+            CHECK(memcmp(got, want, ROW) == 0); /* bad rows are zero throughout */
+    }
+    engram_fetch_release(f);
+    CHECK(recording_log.open_requests == 0);
+}
+
+/* Few distinct indices in many repeats, with a bad index repeated too. */
+static void make_repeats(int64_t *idx)
+{
+    for (int i = 0; i < ROWS; i++)
+        idx[i] = (int64_t)(((uint64_t)i * 2654435761u) % 37) * 101;
+    idx[3] = idx[200] = idx[ROWS - 1] = RANKS * EPR; /* one past the end, three times */
+    idx[7] = idx[9] = -5;
+}
+
+static void check_mode(engram_group_t *g, const char *dedup)
+{
+    engram_context_t *ctx;
+    engram_table_t *t = open_table(g, &ctx, dedup);
+    bool on = strcmp(dedup, "on") == 0, off = strcmp(dedup, "off") == 0;
+    int64_t idx[ROWS];
+    int distinct, valid, bad;
+
+    make_repeats(idx);
+    count_expected(idx, ROWS, &distinct, &valid, &bad);
+    CHECK(distinct == 37 && bad == 5);
+    fetch_and_check(t, idx, off ? valid : distinct, !off); /* auto: plainly pays */
+
+    /* No repeats at all: every mode reads every row. */
+    for (int i = 0; i < ROWS; i++)
+        idx[i] = (int64_t)(((uint64_t)i * 7) % (RANKS * EPR));
+    fetch_and_check(t, idx, ROWS, !off);
+
+    /* Spread-out repeats, fewer than auto's threshold in the sample: one
+     * repeat per 64 rows. */
+    for (int i = 0; i < ROWS; i++)
+        idx[i] = (int64_t)((uint64_t)i * 7 % (RANKS * EPR));
+    for (int i = 64; i < ROWS; i += 64)
+        idx[i] = idx[i - 1];
+    count_expected(idx, ROWS, &distinct, &valid, &bad);
+    CHECK(distinct == ROWS - ROWS / 64 + 1);
+    fetch_and_check(t, idx, on ? distinct : ROWS, on);
+
+    /* Fewer tokens than the slot holds: a smaller table, the same answer;
+     * one token, one index repeated. */
+    for (int i = 0; i < ROWS; i++)
+        idx[i] = 42;
+    recording_log.num_ops = 0;
+    engram_fetch_t *f;
+    CHECK_OK(engram_fetch(t, idx, 1, 0, &f));
+    int gets = 0;
+    for (int i = 0; i < recording_log.num_ops; i++)
+        gets += recording_log.ops[i].kind == 'g';
+    CHECK(gets == (off ? EPT : 1));
+    const void *rows;
+    CHECK_OK(engram_wait(f, &rows, NULL));
+    for (int e = 0; e < EPT; e++) {
+        uint64_t tag[2];
+        memcpy(tag, (const char *)rows + (size_t)e * ROW, sizeof(tag));
+        CHECK(tag[0] == 0 && tag[1] == 42 * 64);
+    }
+    engram_fetch_release(f);
+
+    CHECK_OK(engram_table_destroy(t));
+    CHECK_OK(engram_context_destroy(ctx));
+    CHECK(recording_log.open_regions == 0);
+}
+
+/* A slot too large for dedup's 32-bit positions is refused at create with
+ * the key to change; dedup=off creates the same table's slots. */
+static void check_too_large(void)
+{
+    engram_dedup_t *d = (engram_dedup_t *)&d;
+    CHECK_STATUS(engram_dedup_create(ENGRAM_DEDUP_ON, (1ull << 30) + 1, &d), ENGRAM_ERR_OVERFLOW);
+    CHECK(strstr(engram_last_error(), "exceed the 1073741824 its table holds; set dedup=off") != NULL);
+    CHECK(d == (engram_dedup_t *)&d); /* untouched on failure */
+    CHECK_OK(engram_dedup_create(ENGRAM_DEDUP_AUTO, (1ull << 30) + 1, &d)); /* auto: off for such a table */
+    CHECK(d == NULL);
+    CHECK_OK(engram_dedup_create(ENGRAM_DEDUP_OFF, 1ull << 10, &d));
+    CHECK(d == NULL);
+    CHECK_OK(engram_dedup_create(ENGRAM_DEDUP_ON, 1ull << 10, &d));
+    CHECK(d != NULL && d->capacity == 2048);
+    engram_dedup_destroy(d);
+    engram_dedup_destroy(NULL);
+}
+
+int main(void)
+{
+    int nranks = RANKS;
+    engram_group_callbacks_t cb = {.size = sizeof(cb), .rank = 1, .nranks = RANKS, .local_size = 2, .ctx = &nranks,
+                                   .allgather = fake_allgather, .barrier = fake_barrier};
+    engram_group_t *g;
+    CHECK_OK(engram_group_from_callbacks(&cb, &g));
+    check_mode(g, "off");
+    check_mode(g, "on");
+    check_mode(g, "auto");
+    check_too_large();
+    engram_group_destroy(g);
+    puts("engram_dedup_test: ok");
+    return 0;
+}
