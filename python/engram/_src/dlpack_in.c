@@ -19,6 +19,9 @@ static int contiguous(const DLTensor *t)
 {
     if (t->strides == NULL)
         return 1;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] == 0)
+            return 1; /* no elements: any strides will do */
     int64_t expect = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {
         if (t->shape[d] != 1 && t->strides[d] != expect)

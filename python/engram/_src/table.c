@@ -160,6 +160,13 @@ static int dtype_compatible(DLDataType have, DLDataType want)
     return have.code == want.code || have.code == kDLUInt || have.code == kDLInt;
 }
 
+/* eg_raise's NULL turned into the mark that this rank refused its arguments */
+static PyObject *refused(PyObject *null)
+{
+    (void)null;
+    return Py_None;
+}
+
 static PyObject *table_write(eg_table_t *self, PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"storage", "sf", NULL};
@@ -169,48 +176,48 @@ static PyObject *table_write(eg_table_t *self, PyObject *args, PyObject *kwargs)
     if (table_check_live(self, "engram_write") < 0)
         return NULL;
     eg_dl_in_t rows = {0}, scales = {0};
-    if (eg_dl_import(storage, NULL, "engram_write: storage", &rows) < 0)
-        return NULL;
-    const DLTensor *t = &rows.mt->dl_tensor;
     uint64_t entries = self->params.entries_per_rank;
-    PyObject *fail = NULL;
-    if (!eg_dl_is_host(t))
-        fail = eg_raise(eg_InvalidArgumentError, "engram_write: storage must be in host memory (call .cpu())");
+    PyObject *fail = NULL; /* set (an exception raised) when this rank refuses its arguments */
+    const DLTensor *t = NULL;
+    if (eg_dl_import(storage, NULL, "engram_write: storage", &rows) < 0)
+        fail = Py_None;
+    else if (t = &rows.mt->dl_tensor, !eg_dl_is_host(t))
+        fail = refused(eg_raise(eg_InvalidArgumentError, "engram_write: storage must be in host memory (call .cpu())"));
     else if (t->ndim != 2 || (uint64_t)t->shape[0] != entries || (uint64_t)t->shape[1] != self->hidden)
-        fail = eg_raise(eg_InvalidArgumentError,
+        fail = refused(eg_raise(eg_InvalidArgumentError,
                         "engram_write: storage must have shape [num_entries=%llu, hidden=%u] (this rank's shard), "
                         "got %d dimensions%s%lld x %lld",
                         (unsigned long long)entries, self->hidden, t->ndim, t->ndim == 2 ? ": " : "",
-                        (long long)(t->ndim >= 1 ? t->shape[0] : 0), (long long)(t->ndim == 2 ? t->shape[1] : 0));
+                        (long long)(t->ndim >= 1 ? t->shape[0] : 0), (long long)(t->ndim == 2 ? t->shape[1] : 0)));
     else if (!dtype_compatible(t->dtype, self->row_dtype))
-        fail = eg_raise(eg_InvalidArgumentError,
+        fail = refused(eg_raise(eg_InvalidArgumentError,
                         "engram_write: storage has %u-bit elements of DLPack type code %u; the buffer holds "
                         "%u-bit elements (code %u, or raw bits of that width)",
-                        t->dtype.bits, t->dtype.code, self->row_dtype.bits, self->row_dtype.code);
+                        t->dtype.bits, t->dtype.code, self->row_dtype.bits, self->row_dtype.code));
     if (fail == NULL && self->params.scale_packs > 0) {
         if (sf == Py_None) {
-            fail = eg_raise(eg_InvalidArgumentError,
+            fail = refused(eg_raise(eg_InvalidArgumentError,
                             "engram_write: sf is required: the buffer has num_sf_packs=%u scale packs per entry",
-                            self->params.scale_packs);
+                            self->params.scale_packs));
         } else if (eg_dl_import(sf, NULL, "engram_write: sf", &scales) < 0) {
             fail = Py_None; /* exception set */
         } else {
             const DLTensor *s = &scales.mt->dl_tensor;
             uint64_t total = entries * (uint64_t)self->nranks;
             if (!eg_dl_is_host(s))
-                fail = eg_raise(eg_InvalidArgumentError, "engram_write: sf must be in host memory (call .cpu())");
+                fail = refused(eg_raise(eg_InvalidArgumentError, "engram_write: sf must be in host memory (call .cpu())"));
             else if (s->ndim != 2 || (uint64_t)s->shape[0] != total || (uint64_t)s->shape[1] != self->params.scale_packs)
-                fail = eg_raise(eg_InvalidArgumentError,
+                fail = refused(eg_raise(eg_InvalidArgumentError,
                                 "engram_write: sf must have shape [num_ranks * num_entries=%llu, num_sf_packs=%u] "
                                 "(the replicated global table)",
-                                (unsigned long long)total, self->params.scale_packs);
+                                (unsigned long long)total, self->params.scale_packs));
             else if (s->dtype.bits != 32 || s->dtype.lanes != 1)
-                fail = eg_raise(eg_InvalidArgumentError,
+                fail = refused(eg_raise(eg_InvalidArgumentError,
                                 "engram_write: sf elements must be 4-byte packs (int32, uint32 or float32), got %u bits",
-                                s->dtype.bits);
+                                s->dtype.bits));
         }
     } else if (fail == NULL && sf != Py_None) {
-        fail = eg_raise(eg_InvalidArgumentError, "engram_write: sf given but the buffer has num_sf_packs=0");
+        fail = refused(eg_raise(eg_InvalidArgumentError, "engram_write: sf given but the buffer has num_sf_packs=0"));
     }
     engram_status_t st = ENGRAM_OK;
     if (fail == NULL) {
@@ -221,6 +228,17 @@ static PyObject *table_write(eg_table_t *self, PyObject *args, PyObject *kwargs)
         if (st != ENGRAM_OK)
             eg_raise_status(st, "engram_write");
         eg_table_unlock(self);
+    }
+    if (fail != NULL) {
+        /* refused here: still join the collective's agreement (with rows the
+         * library refuses), so the other ranks fail now instead of waiting */
+        PyObject *exc = eg_err_take();
+        eg_table_lock(self);
+        Py_BEGIN_ALLOW_THREADS
+        (void)engram_write(self->table, NULL, 0, NULL);
+        Py_END_ALLOW_THREADS
+        eg_table_unlock(self);
+        eg_err_restore(exc);
     }
     eg_dl_release(&rows);
     eg_dl_release(&scales);
