@@ -1,0 +1,179 @@
+"""The fork launcher (engram.launch) and what needs no torch: correctness
+with numpy arrays, exit codes, the GIL released in collectives, Ctrl-C
+interrupting a wait, a run with torch absent, python -m engram.info."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import engram
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PKG = os.path.dirname(HERE)
+E, H, T, K = 200, 16, 32, 8
+
+
+def shard(rank):
+    return (np.arange(E * H, dtype=np.float32).reshape(E, H) + np.float32(100000 * rank))
+
+
+def fetch_ranks(group, transport):
+    with engram.Buffer(group, E, H, np.float32, T, K, recv="host", config={"transport": transport}) as buf:
+        buf.engram_write(shard(group.rank))
+        idx = np.random.default_rng(group.rank).integers(0, E * group.size, (T, K))
+        rows, sf = buf.engram_fetch(idx)()
+        full = np.concatenate([shard(r) for r in range(group.size)])
+        assert isinstance(rows, np.ndarray) and sf is None
+        assert np.array_equal(rows, full[idx].reshape(T, K * H))
+        del rows
+    return 0
+
+
+@pytest.mark.parametrize("transport", ["loopback", "ucx"])
+def test_launch_fetch_numpy(transport, monkeypatch):
+    monkeypatch.setenv("UCX_TLS", "posix")
+    assert engram.launch(4, fetch_ranks, transport) == [0, 0, 0, 0]
+
+
+def exits(group):
+    if group.rank == 1:
+        raise RuntimeError("rank 1 fails on purpose")
+    if group.rank == 2:
+        sys.exit(3)
+    return 0
+
+
+def test_launch_reports_failed_ranks():
+    with pytest.raises(engram.Error, match="rank 1 code 1, rank 2 code 3") as e:
+        engram.launch(3, exits)
+    assert e.value.exit_codes == [0, 1, 3]
+
+
+def test_launch_refuses_bad_arguments():
+    with pytest.raises(engram.InvalidArgumentError, match="nranks"):
+        engram.launch(0, exits)
+    with pytest.raises(engram.InvalidArgumentError, match="callable"):
+        engram._engram.fork_run(2, "not callable")
+
+
+def spin_during_barrier(group):
+    count, stop = [0], threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            count[0] += 1
+
+    th = threading.Thread(target=spin)
+    th.start()
+    if group.rank != 0:
+        time.sleep(1.0)
+    before, t0 = count[0], time.monotonic()
+    group.barrier()
+    ran, waited = count[0] - before, time.monotonic() - t0
+    stop.set()
+    th.join()
+    if group.rank == 0:
+        assert waited > 0.5, waited
+        assert ran > 10000, "the other thread made %d steps in %.2f s: the GIL was held" % (ran, waited)
+    return 0
+
+
+def test_gil_released_in_collective():
+    assert engram.launch(2, spin_during_barrier) == [0, 0]
+
+
+def interrupt_wait(group):
+    """Rank 1 waits for rows only rank 0's CPU can serve (ucx over posix,
+    hybrid: gets emulated over active messages) while rank 0 sleeps."""
+    buf = engram.Buffer(group, E, H, np.float32, T, K, recv="host", allow_hybrid_mode=True,
+                        config={"transport": "ucx"})
+    buf.engram_write(shard(group.rank))
+    if group.rank == 0:
+        time.sleep(4.0)  # not serving: Python code, no engram call
+    else:
+        idx = np.arange(T * K).reshape(T, K) % E  # all on rank 0
+        hook = buf.engram_fetch(idx)
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        t0 = time.monotonic()
+        try:
+            hook()
+            raise AssertionError("the wait returned while its owner slept (%.2f s)" % (time.monotonic() - t0))
+        except KeyboardInterrupt:
+            assert time.monotonic() - t0 < 2.5, "Ctrl-C took %.2f s to interrupt the wait" % (time.monotonic() - t0)
+        rows, _ = hook()  # the hook may be called again: done once rank 0 serves (at its barrier below)
+        assert np.array_equal(rows, shard(0)[idx].reshape(T, K * H))
+        del rows, hook
+    group.barrier()
+    buf.destroy()
+    return 0
+
+
+def test_ctrl_c_interrupts_wait(monkeypatch):
+    monkeypatch.setenv("UCX_TLS", "posix")
+    assert engram.launch(2, interrupt_wait, local_size=1) == [0, 0]
+
+
+def test_solo_group():
+    g = engram.Group.solo()
+    assert (g.rank, g.size, g.local_rank, g.local_size) == (0, 1, 0, 1)
+    assert fetch_ranks(g, "loopback") == 0
+
+
+def test_group_timeout_property():
+    g = engram.Group.solo()
+    g.timeout_ms = 1234
+    assert g.timeout_ms == 1234
+    with pytest.raises(engram.InvalidArgumentError, match="timeout_ms"):
+        g.timeout_ms = 0
+
+
+def test_callback_exception_is_the_cause():
+    def allgather(data):
+        raise OSError("network down")
+
+    g = engram.Group._from_callbacks(0, 1, 1, allgather, lambda: None)
+    with pytest.raises(engram.Error) as e:
+        g.allgather(b"x")
+    assert isinstance(e.value.__cause__, OSError)
+
+
+def test_numpy_only_without_torch():
+    script = textwrap.dedent("""
+        import sys
+        sys.modules["torch"] = None  # import torch now raises ImportError
+        import numpy as np
+        import engram
+        sys.path.insert(0, %r)
+        import test_launch
+        assert engram.launch(2, test_launch.fetch_ranks, "loopback") == [0, 0]
+        try:
+            import torch
+            raise SystemExit("torch was importable")
+        except ImportError:
+            pass
+        print("numpy-only ok")
+    """ % HERE)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [PKG, os.environ.get(
+                           "PYTHONPATH")]))))
+    assert r.returncode == 0 and "numpy-only ok" in r.stdout, r.stdout + r.stderr
+
+
+def test_from_mpi():
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed here")
+    g = engram.Group.from_mpi()
+    assert g.size >= 1
+
+
+def test_info():
+    r = subprocess.run([sys.executable, "-m", "engram.info"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [PKG, os.environ.get(
+                           "PYTHONPATH")]))))
+    assert r.returncode == 0, r.stderr
+    assert "engram python package" in r.stdout and "backends" in r.stdout and "loopback" in r.stdout, r.stdout
