@@ -6,6 +6,7 @@ PKG_CONFIG_PATH at <prefix>/lib/pkgconfig for a non-system prefix).
 """
 import glob
 import os
+import re
 import shlex
 import subprocess
 
@@ -16,12 +17,44 @@ def pkg_config(*args):
     try:
         out = subprocess.run(["pkg-config", *args, "engram"], check=True, capture_output=True, text=True).stdout
     except FileNotFoundError:
-        raise SystemExit("engram: pkg-config not found (apt-get install pkg-config)")
+        return read_pc(*args)  # no pkg-config (a bare GPU host): the same answer from engram.pc itself
     except subprocess.CalledProcessError as e:
         raise SystemExit(
             "engram: pkg-config cannot find engram.pc (%s); set PKG_CONFIG_PATH=<prefix>/lib/pkgconfig"
             % e.stderr.strip())
     return shlex.split(out)
+
+
+def read_pc(*args):
+    """What `pkg-config ARGS engram` prints, from the first engram.pc on
+    PKG_CONFIG_PATH (variables, ${var} references, Cflags, Libs)."""
+    dirs = [d for d in os.environ.get("PKG_CONFIG_PATH", "").split(os.pathsep) if d]
+    dirs += ["/usr/local/lib/pkgconfig", "/usr/lib/pkgconfig", "/usr/share/pkgconfig"]
+    path = next((os.path.join(d, "engram.pc") for d in dirs if os.path.isfile(os.path.join(d, "engram.pc"))), None)
+    if path is None:
+        raise SystemExit("engram: no pkg-config and no engram.pc on PKG_CONFIG_PATH (%s)" % ":".join(dirs))
+    variables, fields = {}, {}
+    subst = lambda v: re.sub(r"\$\{(\w+)\}", lambda m: variables.get(m.group(1), ""), v)
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            m = re.match(r"^(\w+)\s*=\s*(.*)$", line)
+            if m:
+                variables[m.group(1)] = subst(m.group(2))
+                continue
+            m = re.match(r"^([\w.]+)\s*:\s*(.*)$", line)
+            if m:
+                fields[m.group(1)] = subst(m.group(2))
+    out = []
+    for a in args:
+        if a == "--cflags":
+            out += shlex.split(fields.get("Cflags", ""))
+        elif a == "--libs":
+            out += shlex.split(fields.get("Libs", ""))
+        elif a.startswith("--variable="):
+            value = variables.get(a.split("=", 1)[1], "")
+            out += [value] if value else []
+    return out
 
 
 here = os.path.dirname(os.path.abspath(__file__))

@@ -9,13 +9,14 @@ import textwrap
 import threading
 import time
 
-import numpy as np
 import pytest
+
+np = pytest.importorskip("numpy")
 
 import engram
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PKG = os.path.dirname(HERE)
+PKG = os.path.dirname(os.path.dirname(os.path.abspath(engram.__file__)))  # where this engram was imported from
 E, H, T, K = 200, 16, 32, 8
 
 

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The Python package's CPU tier: builds python/ into a throwaway venv
+# (Debian's /usr/bin/python3 with its apt packages: torch, numpy, pytest)
+# against an installed libengram, runs python/tests with pytest, and ends
+# with "python: N passed, N failed, N skipped" counted from pytest's JUnit XML.
+#
+#   ENGRAM_PREFIX=<prefix> bash tools/scripts/python_tests.sh [JUNIT_XML]
+#
+# ENGRAM_PREFIX: an installed library (<prefix>/lib/pkgconfig/engram.pc).
+# Without it, a prefix over this tree: bazel-bin/libengram.so, engram_info,
+# and an engram.pc whose Cflags point at the source tree (engram/engram.h
+# resolves as <engram/engram.h>).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+work=$(mktemp -d /tmp/engram-python.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+junit=${1:-$work/junit.xml}
+
+if [[ -n ${ENGRAM_PREFIX:-} ]]; then
+    pcdir=$ENGRAM_PREFIX/lib/pkgconfig
+else
+    bazel build //:libengram.so //tools:engram_info || exit 1
+    prefix=$work/prefix
+    mkdir -p "$prefix/lib/pkgconfig" "$prefix/bin"
+    cp bazel-bin/libengram.so "$prefix/lib/"
+    cp bazel-bin/tools/engram_info "$prefix/bin/"
+    pcdir=$prefix/lib/pkgconfig
+    cat > "$pcdir/engram.pc" <<PC
+prefix=$prefix
+libdir=\${prefix}/lib
+bindir=\${prefix}/bin
+Name: engram
+Description: engram over the source tree (throwaway prefix of python_tests.sh)
+Version: 0.1.0
+Cflags: -I$root
+Libs: -L\${libdir} -lengram
+PC
+fi
+
+/usr/bin/python3 -m venv --system-site-packages "$work/venv" || exit 1
+PKG_CONFIG_PATH=$pcdir "$work/venv/bin/pip" install -q --no-build-isolation --no-deps "$root/python" || exit 1
+# From python/tests: the installed package is imported, never the sources in python/engram.
+(cd python/tests && ENGRAM_LOG_LEVEL=error "$work/venv/bin/python" -m pytest -rA -p no:cacheprovider \
+    --junitxml="$junit" .)
+rc=$?
+/usr/bin/python3 - "$junit" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+try:
+    root = ET.parse(sys.argv[1]).getroot()
+except (OSError, ET.ParseError) as e:
+    print("python: no JUnit results (%s)" % e)
+    sys.exit(0)
+suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+n = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
+failed = n["failures"] + n["errors"]
+print("python: %d passed, %d failed, %d skipped" % (n["tests"] - failed - n["skipped"], failed, n["skipped"]))
+PY
+exit $rc
