@@ -178,3 +178,30 @@ def test_info():
                            "PYTHONPATH")]))))
     assert r.returncode == 0, r.stderr
     assert "engram python package" in r.stdout and "backends" in r.stdout and "loopback" in r.stdout, r.stdout
+
+
+def test_threads_share_a_buffer():
+    """Fetches from several threads at once on one buffer (the table lock
+    serialises the library calls; waits run without the GIL)."""
+    g = engram.Group.solo()
+    errors = []
+    with engram.Buffer(g, E, H, np.float32, T, K, recv="host", config={"transport": "loopback"}) as buf:
+        buf.engram_write(shard(0))
+
+        def work(seed):
+            try:
+                rng = np.random.default_rng(seed)
+                for _ in range(50):
+                    idx = rng.integers(0, E, (T, K))
+                    rows, _ = buf.engram_fetch(idx)()
+                    assert np.array_equal(rows, shard(0)[idx].reshape(T, K * H))
+                    del rows, _
+            except BaseException as e:  # noqa: B902 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    assert not errors, errors

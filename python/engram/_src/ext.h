@@ -106,6 +106,7 @@ typedef struct eg_fetch {
     uint32_t num_tokens;
     unsigned flags;
     int waited;          /* the hook has been called */
+    int waiting;         /* a thread is in wait() now (without the GIL) */
     int captured;        /* issued during CUDA graph capture: never waited on the host */
     Py_ssize_t views;    /* live Array objects and exported DLPack tensors */
     eg_dl_in_t indices;  /* recv='cuda': the device indices, kept until release */

@@ -76,6 +76,7 @@ PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_
     self->num_tokens = num_tokens;
     self->flags = col_major ? ENGRAM_FETCH_SF_COL_MAJOR : 0;
     self->waited = 0;
+    self->waiting = 0;
     self->captured = captured;
     self->views = 0;
     self->has_indices = 0;
@@ -211,7 +212,9 @@ static PyObject *fetch_wait(eg_fetch_t *self, PyObject *noargs)
     self->waited = 1;
     engram_status_t st = ENGRAM_OK;
     if (!self->captured) {
+        self->waiting = 1;
         st = sliced_wait(self);
+        self->waiting = 0;
         if (st == ENGRAM_INPROGRESS) {
             self->waited = 0; /* interrupted or timed out: the hook may be called again */
             return NULL;
@@ -266,6 +269,8 @@ static void fetch_release_slot(eg_fetch_t *self)
 static PyObject *fetch_release(eg_fetch_t *self, PyObject *noargs)
 {
     (void)noargs;
+    if (self->waiting)
+        return eg_raise(eg_BusyError, "release: another thread is waiting on this fetch");
     if (self->views > 0)
         return eg_raise(eg_BusyError,
                         "release: %zd tensors still view this fetch's rows; drop them first (the slot is "
