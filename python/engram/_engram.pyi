@@ -1,4 +1,5 @@
 """Type stubs of the C extension (engram._engram)."""
+import builtins
 from typing import Any, Callable, List, Optional, Tuple
 
 LIBRARY_VERSION: str
@@ -19,7 +20,7 @@ class BadIndexError(Error):
 
 class BusyError(Error): ...
 class PeerError(Error): ...
-class TimeoutError(Error, TimeoutError): ...  # noqa: A001 - engram.TimeoutError is also the builtin one
+class TimeoutError(Error, builtins.TimeoutError): ...
 class StateError(Error): ...
 
 class Group:

@@ -57,8 +57,12 @@ int eg_dl_import(PyObject *obj, PyObject *stream, const char *param, eg_dl_in_t 
         return -1;
     PyObject *capsule;
     if (is_cuda_device(type) && stream != NULL && stream != Py_None) {
+        /* the protocol spells CUDA's legacy default stream 1 (0 is ambiguous) */
+        long handle = PyLong_Check(stream) ? PyLong_AsLong(stream) : -2;
         PyObject *meth = PyObject_GetAttrString(obj, "__dlpack__");
-        PyObject *kw = meth ? Py_BuildValue("{s:O}", "stream", stream) : NULL;
+        PyObject *kw = meth ? (handle == 0 ? Py_BuildValue("{s:i}", "stream", 1)
+                                           : Py_BuildValue("{s:O}", "stream", stream))
+                            : NULL;
         PyObject *noargs = PyTuple_New(0);
         capsule = kw && noargs ? PyObject_Call(meth, noargs, kw) : NULL;
         Py_XDECREF(meth);
