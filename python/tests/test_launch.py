@@ -100,6 +100,14 @@ def interrupt_wait(group):
     else:
         idx = np.arange(T * K).reshape(T, K) % E  # all on rank 0
         hook = buf.engram_fetch(idx)
+        count, stop = [0], threading.Event()
+
+        def spin():  # keeps running while the main thread waits: the wait holds no GIL
+            while not stop.is_set():
+                count[0] += 1
+
+        th = threading.Thread(target=spin)
+        th.start()
         threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
         t0 = time.monotonic()
         try:
@@ -107,6 +115,10 @@ def interrupt_wait(group):
             raise AssertionError("the wait returned while its owner slept (%.2f s)" % (time.monotonic() - t0))
         except KeyboardInterrupt:
             assert time.monotonic() - t0 < 2.5, "Ctrl-C took %.2f s to interrupt the wait" % (time.monotonic() - t0)
+        finally:
+            stop.set()
+            th.join()
+        assert count[0] > 10000, "the other thread made %d steps during the wait: the GIL was held" % count[0]
         rows, _ = hook()  # the hook may be called again: done once rank 0 serves (at its barrier below)
         assert np.array_equal(rows, shard(0)[idx].reshape(T, K * H))
         del rows, hook
@@ -166,10 +178,32 @@ def test_numpy_only_without_torch():
     assert r.returncode == 0 and "numpy-only ok" in r.stdout, r.stdout + r.stderr
 
 
+MPI_SCRIPT = """
+import sys
+import numpy as np
+import engram
+sys.path.insert(0, %r)
+import test_launch
+g = engram.Group.from_mpi()
+assert g.size == 2 and g.local_size == 2, g
+g.barrier()
+assert len(g.allgather(b"ab")) == 4
+assert test_launch.fetch_ranks(g, "loopback") == 0
+print("mpi rank", g.rank, "ok", flush=True)
+"""
+
+
 def test_from_mpi():
-    pytest.importorskip("mpi4py", reason="mpi4py is not installed here")
-    g = engram.Group.from_mpi()
-    assert g.size >= 1
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed here (apt-get install python3-mpi4py)")
+    mpirun = "/usr/bin/mpirun"
+    if not os.access(mpirun, os.X_OK):
+        pytest.skip("no mpirun (apt-get install openmpi-bin)")
+    cmd = [mpirun, "--oversubscribe", "--allow-run-as-root", "-n", "2", "--mca", "btl", "self,vader",
+           sys.executable, "-c", MPI_SCRIPT % HERE]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [PKG, os.environ.get("PYTHONPATH")])),
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
+    assert r.returncode == 0 and r.stdout.count("ok") == 2, r.stdout + r.stderr
 
 
 def test_info():

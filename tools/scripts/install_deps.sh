@@ -6,7 +6,7 @@ pkgs=(bazel-bootstrap bazel-rules-java default-jdk-headless gcc g++ libc6-dev
       libnuma-dev libucx-dev ucx-utils libibverbs-dev rdma-core
       libopenmpi-dev openmpi-bin valgrind clang libclang-rt-14-dev
       python3-dev python3-venv python3-setuptools python3-numpy python3-pytest python3-torch
-      libdlpack-dev pkg-config)
+      python3-mpi4py libdlpack-dev pkg-config)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
