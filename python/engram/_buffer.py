@@ -8,7 +8,7 @@ library. A DeepEP user ports by swapping the buffer:
     rows, sf = hook()                     # rows: [num_tokens, num_entries_per_token * hidden]
 """
 import sys
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from . import _engram
 from ._convert import converters
