@@ -40,21 +40,21 @@ class Hook:
     rows) result.
     """
 
-    __slots__ = ("_fetch", "_rows", "_sf")
+    __slots__ = ("_fetch", "_conv")
 
-    def __init__(self, fetch, rows_conv, sf_conv):
+    def __init__(self, fetch, conv):
         self._fetch = fetch
-        self._rows = rows_conv
-        self._sf = sf_conv
+        self._conv = conv
 
     def __call__(self) -> Tuple[Any, Optional[Any]]:
+        conv = self._conv
         try:
-            rows, sf = self._fetch.wait()
+            rows, sf = self._fetch.wait_capsules() if conv.capsules else self._fetch.wait()
         except BadIndexError as e:
-            e.rows = self._rows(e.rows)
-            e.sf = None if e.sf is None else self._sf(e.sf)
+            e.rows = conv.array_rows(e.rows)
+            e.sf = None if e.sf is None else conv.array_sf(e.sf)
             raise
-        return self._rows(rows), (None if sf is None else self._sf(sf))
+        return conv.rows(rows), (None if sf is None else conv.sf(sf))
 
     def release(self) -> None:
         """Frees the receive slot now (BusyError while tensors still view it)."""
@@ -161,14 +161,23 @@ class Buffer:
         node. num_qps: spread over that many queues (0 = all; host fetches).
         use_tma_aligned_col_major_sf: scales column-major with the token
         stride 1 and a column stride of num_tokens rounded up to 4."""
-        captured = False
+        captured, own_stream = False, stream is not None
         if self.recv == "cuda":
             indices, stream, captured = self._cuda_args(indices, stream)
-        fetch = self._table.fetch(indices, num_qps, use_tma_aligned_col_major_sf, stream, captured)
+        torch = _torch()
+        if (torch is not None and type(indices) is torch.Tensor and indices.dim() == 2 and not own_stream
+                and indices.dtype in (torch.int64, torch.int32) and indices.is_contiguous()):
+            # the fast path: the tensor's attributes instead of torch's __dlpack__ (tens of us on torch 1.13);
+            # the indices are on the stream the fetch runs on, so no stream handshake is needed
+            fetch = self._table.fetch_ptr(indices.data_ptr(), indices.shape[0], indices.shape[1],
+                                          64 if indices.dtype == torch.int64 else 32, 2 if indices.is_cuda else 1,
+                                          num_qps, use_tma_aligned_col_major_sf, captured, stream, indices)
+        else:
+            fetch = self._table.fetch(indices, num_qps, use_tma_aligned_col_major_sf, stream, captured)
         conv = self._conv.get(type(indices))
         if conv is None:
             conv = self._conv[type(indices)] = converters(indices, self._rt)
-        return Hook(fetch, *conv)
+        return Hook(fetch, conv)
 
     def destroy(self) -> None:
         """Collective teardown. engram.BusyError (on every rank) while any rank

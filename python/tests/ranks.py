@@ -28,6 +28,8 @@ def _rank_main(rank, world, port, case_module, config, outdir):
             try:
                 fn(ctx)
                 results[name] = "ok"
+            except getattr(mod, "Skip", ()) as e:
+                results[name] = "skip: %s" % e
             except BaseException:  # noqa: B902 - every failure is a case's result
                 results[name] = traceback.format_exc()
             with open(os.path.join(outdir, "rank%d.json" % rank), "w") as f:

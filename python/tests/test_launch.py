@@ -24,8 +24,9 @@ def shard(rank):
     return (np.arange(E * H, dtype=np.float32).reshape(E, H) + np.float32(100000 * rank))
 
 
-def fetch_ranks(group, transport):
-    with engram.Buffer(group, E, H, np.float32, T, K, recv="host", config={"transport": transport}) as buf:
+def fetch_ranks(group, transport, hybrid=False):
+    with engram.Buffer(group, E, H, np.float32, T, K, recv="host", allow_hybrid_mode=hybrid,
+                       config={"transport": transport}) as buf:
         buf.engram_write(shard(group.rank))
         idx = np.random.default_rng(group.rank).integers(0, E * group.size, (T, K))
         rows, sf = buf.engram_fetch(idx)()
@@ -40,6 +41,14 @@ def fetch_ranks(group, transport):
 def test_launch_fetch_numpy(transport, monkeypatch):
     monkeypatch.setenv("UCX_TLS", "posix")
     assert engram.launch(4, fetch_ranks, transport) == [0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("transport", ["loopback", "ucx"])
+def test_launch_fetch_hybrid_two_nodes(transport, monkeypatch):
+    """Hybrid over 2 emulated nodes of 2; on ucx over posix the owners serve
+    the gets while they wait in the fork provider's collectives."""
+    monkeypatch.setenv("UCX_TLS", "posix")
+    assert engram.launch(4, fetch_ranks, transport, True, local_size=2) == [0, 0, 0, 0]
 
 
 def exits(group):

@@ -87,31 +87,38 @@ static PyObject *array_dlpack(eg_array_t *a, PyObject *args, PyObject *kwargs)
         if (type != (int)a->device.device_type || id != a->device.device_id)
             return PyErr_Format(PyExc_BufferError, "engram arrays cannot move to another device");
     }
+    return eg_export_capsule(a->owner, a->data, a->shape[0], a->shape[1], a->strides[0], a->strides[1], a->dtype,
+                             a->device);
+}
+
+PyObject *eg_export_capsule(eg_fetch_t *owner, void *data, int64_t rows, int64_t cols, int64_t stride0,
+                            int64_t stride1, DLDataType dtype, DLDevice device)
+{
     exported_t *e = malloc(sizeof(*e));
     if (e == NULL)
         return PyErr_NoMemory();
-    e->shape[0] = a->shape[0];
-    e->shape[1] = a->shape[1];
-    e->strides[0] = a->strides[0];
-    e->strides[1] = a->strides[1];
+    e->shape[0] = rows;
+    e->shape[1] = cols;
+    e->strides[0] = stride0;
+    e->strides[1] = stride1;
     e->mt.dl_tensor = (DLTensor){
-        .data = a->data,
-        .device = a->device,
+        .data = data,
+        .device = device,
         .ndim = 2,
-        .dtype = a->dtype,
+        .dtype = dtype,
         .shape = e->shape,
         .strides = e->strides,
         .byte_offset = 0,
     };
-    e->mt.manager_ctx = a->owner;
+    e->mt.manager_ctx = owner;
     e->mt.deleter = exported_deleter;
     PyObject *capsule = PyCapsule_New(&e->mt, "dltensor", capsule_destructor);
     if (capsule == NULL) {
         free(e);
         return NULL;
     }
-    Py_INCREF(a->owner);
-    a->owner->views++;
+    Py_INCREF(owner);
+    owner->views++;
     return capsule;
 }
 

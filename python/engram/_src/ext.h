@@ -111,15 +111,24 @@ typedef struct eg_fetch {
     Py_ssize_t views;    /* live Array objects and exported DLPack tensors */
     eg_dl_in_t indices;  /* recv='cuda': the device indices, kept until release */
     int has_indices;
+    PyObject *keep;      /* recv='cuda', torch fast path: the index tensor, kept until release */
 } eg_fetch_t;
 extern PyTypeObject eg_FetchType;
 PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_major, PyObject *stream,
                          int captured);
+/* The same from (data_ptr, rows, cols, bits, DLPack device type, num_qps,
+ * col_major, captured, stream, keep): torch tensors' attributes, read in
+ * Python at a fraction of the cost of torch's __dlpack__. */
+PyObject *eg_fetch_issue_ptr(eg_table_t *t, PyObject *args);
 
 extern PyTypeObject eg_ArrayType;
 /* A 2-D view into a fetch's receive slot; holds the fetch (and counts as one of its views). */
 PyObject *eg_array_new(eg_fetch_t *owner, void *data, int64_t rows, int64_t cols, int64_t stride0, int64_t stride1,
                        DLDataType dtype, DLDevice device);
+
+/* A 'dltensor' capsule viewing the slot (counts as one of owner's views until its deleter runs). */
+PyObject *eg_export_capsule(eg_fetch_t *owner, void *data, int64_t rows, int64_t cols, int64_t stride0,
+                            int64_t stride1, DLDataType dtype, DLDevice device);
 
 /* bench.c */
 PyObject *eg_bench_c_fetch(PyObject *self, PyObject *args);

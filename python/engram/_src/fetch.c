@@ -3,64 +3,88 @@
  * wait); the receive slot is released when the Fetch and every view of its
  * rows are gone, or by release() once no view is left. */
 #include <sched.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "ext.h"
 
 #define WAIT_SLICE_NS (20 * 1000 * 1000) /* how long a wait runs between signal checks */
 
-/* refuses the indices of eg_fetch_issue: drops the import, raises */
-#define REFUSE(...)                                                                                                    \
-    do {                                                                                                               \
-        eg_dl_release(&in);                                                                                            \
-        return eg_raise(eg_InvalidArgumentError, __VA_ARGS__);                                                         \
-    } while (0)
+/* The indices of one fetch, from DLPack or from the torch fast path. */
+typedef struct {
+    const void *data;
+    int ndim;
+    int64_t rows, cols;
+    int code, bits;
+    int device_type;
+    int contiguous;
+} indices_t;
 
-PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_major, PyObject *stream,
+static int refuse(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    if (msg != NULL) {
+        eg_raise(eg_InvalidArgumentError, "%U", msg);
+        Py_DECREF(msg);
+    }
+    return -1;
+}
+
+static int check_indices(const eg_table_t *t, const indices_t *x)
+{
+    int cuda = t->params.recv == ENGRAM_RECV_CUDA;
+    if (x->ndim != 2 || x->cols != (int64_t)t->params.entries_per_token)
+        return refuse("engram_fetch: indices must have shape [num_tokens, num_entries_per_token=%u], got %d "
+                      "dimensions%s%lld",
+                      t->params.entries_per_token, x->ndim, x->ndim == 2 ? " with a last one of " : "",
+                      (long long)(x->ndim == 2 ? x->cols : 0));
+    if (x->rows > (int64_t)t->params.max_tokens)
+        return refuse("engram_fetch: %lld tokens exceed the buffer's num_max_tokens=%u", (long long)x->rows,
+                      t->params.max_tokens);
+    if (x->code != kDLInt || (x->bits != 64 && x->bits != 32))
+        return refuse("engram_fetch: indices must be int32 or int64, got DLPack type code %d with %d bits", x->code,
+                      x->bits);
+    if (!x->contiguous)
+        return refuse("engram_fetch: indices must be contiguous (row-major); call .contiguous() first");
+    if (cuda && x->device_type != kDLCUDA && x->device_type != kDLCUDAManaged)
+        return refuse("engram_fetch: a recv='cuda' buffer takes indices in GPU memory (got DLPack device type %d)",
+                      x->device_type);
+    if (cuda && x->bits != 64)
+        return refuse("engram_fetch: GPU indices must be int64 (got int32; engram.Buffer converts torch tensors)");
+    if (!cuda && x->device_type != kDLCPU && x->device_type != kDLCUDAHost)
+        return refuse("engram_fetch: a recv='host' buffer takes indices in host memory (got DLPack device type %d)",
+                      x->device_type);
+    return 0;
+}
+
+/* Validates and issues; the new Fetch, or NULL with an exception set. */
+static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col_major, PyObject *stream,
                          int captured)
 {
     int cuda = t->params.recv == ENGRAM_RECV_CUDA;
     if (num_qps < 0)
-        return eg_raise(eg_InvalidArgumentError, "engram_fetch: num_qps must be >= 0 (0 = all), got %d", num_qps);
+        return (eg_fetch_t *)eg_raise(eg_InvalidArgumentError, "engram_fetch: num_qps must be >= 0 (0 = all), got %d",
+                                      num_qps);
     void *cuda_stream = NULL;
     if (cuda && stream != Py_None) {
         cuda_stream = PyLong_AsVoidPtr(stream);
         if (cuda_stream == NULL && PyErr_Occurred())
             return NULL;
     }
-    eg_dl_in_t in = {0};
-    if (eg_dl_import(indices, cuda ? stream : NULL, "engram_fetch: indices", &in) < 0)
+    if (check_indices(t, x) < 0)
         return NULL;
-    const DLTensor *d = &in.mt->dl_tensor;
-    if (d->ndim != 2 || d->shape[1] != (int64_t)t->params.entries_per_token)
-        REFUSE("engram_fetch: indices must have shape [num_tokens, num_entries_per_token=%u], got %d dimensions%s%lld",
-               t->params.entries_per_token, d->ndim, d->ndim == 2 ? " with a last one of " : "",
-               (long long)(d->ndim == 2 ? d->shape[1] : 0));
-    if (d->shape[0] > (int64_t)t->params.max_tokens)
-        REFUSE("engram_fetch: %lld tokens exceed the buffer's num_max_tokens=%u", (long long)d->shape[0],
-               t->params.max_tokens);
-    if (d->dtype.code != kDLInt || (d->dtype.bits != 64 && d->dtype.bits != 32) || d->dtype.lanes != 1)
-        REFUSE("engram_fetch: indices must be int32 or int64, got DLPack type code %d with %d bits",
-               (int)d->dtype.code, (int)d->dtype.bits);
-    if (cuda && d->device.device_type != kDLCUDA && d->device.device_type != kDLCUDAManaged)
-        REFUSE("engram_fetch: a recv='cuda' buffer takes indices in GPU memory (got DLPack device type %d)",
-               (int)d->device.device_type);
-    if (cuda && d->dtype.bits != 64)
-        REFUSE("engram_fetch: GPU indices must be int64 (got int32; engram.Buffer converts torch tensors)");
-    if (!cuda && !eg_dl_is_host(d))
-        REFUSE("engram_fetch: a recv='host' buffer takes indices in host memory (got DLPack device type %d)",
-               (int)d->device.device_type);
-    uint32_t num_tokens = (uint32_t)d->shape[0];
-    const int64_t *idx = in.data;
+    uint32_t num_tokens = (uint32_t)x->rows;
+    const int64_t *idx = x->data;
     int64_t *wide = NULL;
-    if (d->dtype.bits == 32) {
+    if (x->bits == 32) {
         size_t n = (size_t)num_tokens * t->params.entries_per_token; /* <= max_tokens * per_token, checked above */
         wide = PyMem_Malloc(n ? n * sizeof(int64_t) : 1);
-        if (wide == NULL) {
-            eg_dl_release(&in);
-            return PyErr_NoMemory();
-        }
-        const int32_t *narrow = in.data;
+        if (wide == NULL)
+            return (eg_fetch_t *)PyErr_NoMemory();
+        const int32_t *narrow = x->data;
         for (size_t i = 0; i < n; i++)
             wide[i] = narrow[i];
         idx = wide;
@@ -68,7 +92,6 @@ PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_
     eg_fetch_t *self = PyObject_New(eg_fetch_t, &eg_FetchType);
     if (self == NULL) {
         PyMem_Free(wide);
-        eg_dl_release(&in);
         return NULL;
     }
     self->table = (eg_table_t *)Py_NewRef((PyObject *)t);
@@ -80,6 +103,7 @@ PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_
     self->captured = captured;
     self->views = 0;
     self->has_indices = 0;
+    self->keep = NULL;
     memset(&self->indices, 0, sizeof(self->indices));
     int queues = num_qps > 0 && num_qps < t->queues ? num_qps : t->queues;
     engram_status_t st;
@@ -95,17 +119,65 @@ PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_
     eg_table_unlock(t);
     PyMem_Free(wide);
     if (st != ENGRAM_OK) {
-        eg_dl_release(&in);
         Py_DECREF(self);
         return NULL;
     }
-    if (cuda) { /* the kernel reads them on the stream: keep them until release */
-        self->indices = in;
-        self->has_indices = 1;
+    return self;
+}
+
+PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_major, PyObject *stream,
+                         int captured)
+{
+    int cuda = t->params.recv == ENGRAM_RECV_CUDA;
+    eg_dl_in_t in = {0};
+    if (eg_dl_import(indices, cuda ? stream : NULL, "engram_fetch: indices", &in) < 0)
+        return NULL;
+    const DLTensor *d = &in.mt->dl_tensor;
+    indices_t x = {
+        .data = in.data,
+        .ndim = d->ndim,
+        .rows = d->ndim >= 1 ? d->shape[0] : 0,
+        .cols = d->ndim >= 2 ? d->shape[1] : 0,
+        .code = d->dtype.code,
+        .bits = d->dtype.lanes == 1 ? d->dtype.bits : 0,
+        .device_type = d->device.device_type,
+        .contiguous = 1, /* eg_dl_import refuses others */
+    };
+    eg_fetch_t *f = issue(t, &x, num_qps, col_major, stream, captured);
+    if (f != NULL && cuda) { /* the kernel reads them on the stream: keep them until release */
+        f->indices = in;
+        f->has_indices = 1;
     } else {
         eg_dl_release(&in);
     }
-    return (PyObject *)self;
+    return (PyObject *)f;
+}
+
+PyObject *eg_fetch_issue_ptr(eg_table_t *t, PyObject *args)
+{
+    unsigned long long ptr;
+    long long rows, cols;
+    int bits, device_type, num_qps, col_major, captured;
+    PyObject *stream, *keep;
+    if (!PyArg_ParseTuple(args, "KLLiiippOO", &ptr, &rows, &cols, &bits, &device_type, &num_qps, &col_major,
+                          &captured, &stream, &keep))
+        return NULL;
+    if (rows < 0 || cols < 0)
+        return eg_raise(eg_InvalidArgumentError, "engram_fetch: negative dimensions");
+    indices_t x = {
+        .data = (const void *)(uintptr_t)ptr,
+        .ndim = 2,
+        .rows = rows,
+        .cols = cols,
+        .code = kDLInt,
+        .bits = bits,
+        .device_type = device_type,
+        .contiguous = 1,
+    };
+    eg_fetch_t *f = issue(t, &x, num_qps, col_major, stream, captured);
+    if (f != NULL && t->params.recv == ENGRAM_RECV_CUDA)
+        f->keep = Py_NewRef(keep); /* the kernel reads the indices on the stream */
+    return (PyObject *)f;
 }
 
 /* engram_test until done, without the GIL, checking signals every slice.
@@ -114,6 +186,12 @@ PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_
 static engram_status_t sliced_wait(eg_fetch_t *self)
 {
     eg_table_t *t = self->table;
+    if (pthread_mutex_trylock(&t->lock) == 0) { /* often done already: no GIL round trip then */
+        engram_status_t st = engram_test(self->f);
+        pthread_mutex_unlock(&t->lock);
+        if (st != ENGRAM_INPROGRESS)
+            return st;
+    }
     int64_t deadline = eg_now_ns() + t->timeout_ns;
     for (;;) {
         engram_status_t st;
@@ -146,13 +224,16 @@ static engram_status_t sliced_wait(eg_fetch_t *self)
     }
 }
 
-static PyObject *make_views(eg_fetch_t *self, const void *rows, const uint32_t *sf)
+/* (rows, sf) as Arrays, or (as_capsules) as DLPack capsules */
+static PyObject *make_views(eg_fetch_t *self, const void *rows, const uint32_t *sf, int as_capsules)
 {
+    PyObject *(*make)(eg_fetch_t *, void *, int64_t, int64_t, int64_t, int64_t, DLDataType, DLDevice) =
+        as_capsules ? eg_export_capsule : eg_array_new;
     eg_table_t *t = self->table;
     DLDevice dev = {.device_type = t->params.recv == ENGRAM_RECV_CUDA ? kDLCUDA : kDLCPU,
                     .device_id = t->params.recv == ENGRAM_RECV_CUDA ? t->device_id : 0};
     int64_t T = self->num_tokens, cols = (int64_t)t->params.entries_per_token * t->hidden;
-    PyObject *r = eg_array_new(self, (void *)rows, T, cols, cols, 1, t->row_dtype, dev);
+    PyObject *r = make(self, (void *)rows, T, cols, cols, 1, t->row_dtype, dev);
     if (r == NULL)
         return NULL;
     PyObject *s = Py_None;
@@ -160,9 +241,9 @@ static PyObject *make_views(eg_fetch_t *self, const void *rows, const uint32_t *
         int64_t sc = (int64_t)t->params.entries_per_token * t->params.scale_packs;
         DLDataType i32 = {.code = kDLInt, .bits = 32, .lanes = 1};
         if (self->flags & ENGRAM_FETCH_SF_COL_MAJOR)
-            s = eg_array_new(self, (void *)sf, T, sc, 1, (T + 3) / 4 * 4, i32, dev);
+            s = make(self, (void *)sf, T, sc, 1, (T + 3) / 4 * 4, i32, dev);
         else
-            s = eg_array_new(self, (void *)sf, T, sc, sc, 1, i32, dev);
+            s = make(self, (void *)sf, T, sc, sc, 1, i32, dev);
         if (s == NULL) {
             Py_DECREF(r);
             return NULL;
@@ -201,9 +282,8 @@ static PyObject *raise_bad_index(eg_fetch_t *self, const char *message, PyObject
     return NULL;
 }
 
-static PyObject *fetch_wait(eg_fetch_t *self, PyObject *noargs)
+static PyObject *wait_views(eg_fetch_t *self, int as_capsules)
 {
-    (void)noargs;
     if (self->f == NULL)
         return eg_raise(eg_StateError, "engram_fetch hook: the fetch has been released");
     if (self->waited)
@@ -239,7 +319,8 @@ static PyObject *fetch_wait(eg_fetch_t *self, PyObject *noargs)
                             "rows without waiting on the host (%s)", message);
         return eg_raise_status_msg(st, "engram_fetch hook", message);
     }
-    PyObject *views = make_views(self, rows, sf);
+    /* the exception carries Arrays: its rows go through the caller's converters */
+    PyObject *views = make_views(self, rows, sf, as_capsules && st == ENGRAM_OK);
     if (views == NULL)
         return NULL;
     if (st == ENGRAM_ERR_BAD_INDEX) {
@@ -248,6 +329,18 @@ static PyObject *fetch_wait(eg_fetch_t *self, PyObject *noargs)
         return NULL;
     }
     return views;
+}
+
+static PyObject *fetch_wait(eg_fetch_t *self, PyObject *noargs)
+{
+    (void)noargs;
+    return wait_views(self, 0);
+}
+
+static PyObject *fetch_wait_capsules(eg_fetch_t *self, PyObject *noargs)
+{
+    (void)noargs;
+    return wait_views(self, 1);
 }
 
 static void fetch_release_slot(eg_fetch_t *self)
@@ -264,6 +357,7 @@ static void fetch_release_slot(eg_fetch_t *self)
         eg_dl_release(&self->indices);
         self->has_indices = 0;
     }
+    Py_CLEAR(self->keep);
 }
 
 static PyObject *fetch_release(eg_fetch_t *self, PyObject *noargs)
@@ -306,6 +400,9 @@ static PyMethodDef fetch_methods[] = {
     {"wait", (PyCFunction)fetch_wait, METH_NOARGS,
      "wait()\n--\n\nWaits for the rows (GIL released, Ctrl-C interrupts) and returns (rows, sf) as DLPack "
      "arrays viewing the receive slot; sf is None without scales. Once only."},
+    {"wait_capsules", (PyCFunction)fetch_wait_capsules, METH_NOARGS,
+     "wait_capsules()\n--\n\nAs wait(), the views as 'dltensor' capsules (for torch._C._from_dlpack); a "
+     "BadIndexError still carries Arrays."},
     {"release", (PyCFunction)fetch_release, METH_NOARGS,
      "release()\n--\n\nFrees the receive slot now (BusyError while tensors still view it)."},
     {NULL},

@@ -261,6 +261,13 @@ static PyObject *table_fetch(eg_table_t *self, PyObject *args, PyObject *kwargs)
     return eg_fetch_issue(self, indices, num_qps, col_major, stream, captured);
 }
 
+static PyObject *table_fetch_ptr(eg_table_t *self, PyObject *args)
+{
+    if (table_check_live(self, "engram_fetch") < 0)
+        return NULL;
+    return eg_fetch_issue_ptr(self, args);
+}
+
 static PyObject *table_destroy(eg_table_t *self, PyObject *noargs)
 {
     (void)noargs;
@@ -345,6 +352,9 @@ static PyMethodDef table_methods[] = {
      "write(storage, sf=None)\n--\n\nCollective: this rank's shard [entries, hidden] (+ the global scales)."},
     {"fetch", (PyCFunction)(void (*)(void))table_fetch, METH_VARARGS | METH_KEYWORDS,
      "fetch(indices, num_qps=0, col_major=False, stream=None, captured=False)\n--\n\nIssues a fetch; returns a Fetch."},
+    {"fetch_ptr", (PyCFunction)table_fetch_ptr, METH_VARARGS,
+     "fetch_ptr(data_ptr, rows, cols, bits, device_type, num_qps, col_major, captured, stream, keep)\n--\n\n"
+     "fetch() for a contiguous 2-D integer tensor given by its attributes (the torch fast path)."},
     {"destroy", (PyCFunction)table_destroy, METH_NOARGS, "destroy()\n--\n\nCollective teardown."},
     {NULL},
 };
