@@ -35,6 +35,7 @@ def parse():
     p.add_argument("--hybrid", action="store_true", help="allow_hybrid_mode=True")
     p.add_argument("--transport", default="auto")
     p.add_argument("--iters", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=20, help="--overhead: alternating C / Python rounds of --iters each")
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--overhead", action="store_true",
                    help="also time the same fetch/wait/release through the C API (no Python between) and print "
@@ -149,7 +150,7 @@ def overhead(group, buf, idx, a, torch, cuda):
     same load from the other ranks."""
     stream = torch.cuda.current_stream().cuda_stream if cuda else None
     c_us, py_us = [], []
-    for rnd in range(2 * 5):
+    for rnd in range(2 * a.rounds):
         group.barrier()
         if rnd % 2 == 0:
             issue_ns, wait_ns = engram._engram._bench_c_fetch(buf._table, idx, a.iters, stream)
