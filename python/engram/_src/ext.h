@@ -1,0 +1,136 @@
+/* Shared declarations of the _engram extension: the exception types, the
+ * DLPack import/export helpers and the object types of each source file.
+ * The extension includes only the installed public header. */
+#ifndef ENGRAM_PY_EXT_H
+#define ENGRAM_PY_EXT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+#include <engram/engram.h>
+
+/* exceptions (errors.c) */
+extern PyObject *eg_Error, *eg_InvalidArgumentError, *eg_BadIndexError, *eg_BusyError, *eg_PeerError,
+    *eg_TimeoutError, *eg_StateError;
+int eg_errors_init(PyObject *module);
+/* Raises the exception for a failed library call: the class from the
+ * status, the message "<what>: <engram_last_error()>" (read on the calling
+ * thread, so call it right after the failing call). Returns NULL. */
+PyObject *eg_raise_status(engram_status_t st, const char *what);
+/* The same with the library's message captured earlier. */
+PyObject *eg_raise_status_msg(engram_status_t st, const char *what, const char *detail);
+/* Raises `type` with a formatted message. Returns NULL. */
+PyObject *eg_raise(PyObject *type, const char *fmt, ...);
+
+/* The exception now set, taken out as one object (PyErr_GetRaisedException
+ * arrived only in 3.12), or NULL; and putting one back (steals it). */
+static inline PyObject *eg_err_take(void)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (type == NULL)
+        return NULL;
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL)
+        PyException_SetTraceback(value, tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    return value;
+}
+static inline void eg_err_restore(PyObject *exc)
+{
+    PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
+}
+
+/* monotonic clock in nanoseconds */
+int64_t eg_now_ns(void);
+
+/* DLPack input (dlpack_in.c): one imported tensor, kept until eg_dl_release. */
+typedef struct eg_dl_in {
+    DLManagedTensor *mt; /* owned: its deleter runs in eg_dl_release */
+    void *data;          /* dl_tensor.data + byte_offset */
+} eg_dl_in_t;
+/* Imports obj through obj.__dlpack__ (passing `stream` where the producer
+ * is a CUDA device, as the protocol asks). `param` names the argument in
+ * errors. Refuses non-contiguous tensors. Returns 0, or -1 with an
+ * exception set. */
+int eg_dl_import(PyObject *obj, PyObject *stream, const char *param, eg_dl_in_t *out);
+void eg_dl_release(eg_dl_in_t *in);
+int eg_dl_is_host(const DLTensor *t);
+
+/* groups (group.c) */
+typedef struct eg_group_obj eg_group_obj_t;
+extern PyTypeObject eg_GroupType;
+/* The group behind a Group object, or NULL with an exception set. */
+engram_group_t *eg_group_get(PyObject *obj);
+/* The exception a Python callback raised during the last collective, if
+ * any (a new reference, cleared from the group), else NULL. */
+PyObject *eg_group_take_callback_error(PyObject *obj);
+/* Chains the saved callback exception (if any) as __cause__ of the
+ * exception now set. */
+void eg_group_chain_error(PyObject *group);
+PyObject *eg_fork_run(PyObject *self, PyObject *args, PyObject *kwargs);
+/* A Group object around a group this module does not own (the fork
+ * launcher's children). */
+PyObject *eg_group_wrap_borrowed(PyTypeObject *type, engram_group_t *g);
+void eg_group_invalidate(PyObject *obj);
+
+/* tables and fetches (table.c, fetch.c, array.c) */
+typedef struct eg_table {
+    PyObject_HEAD
+    engram_context_t *ctx;
+    engram_table_t *table;
+    PyObject *group; /* the Group object, kept alive: the context borrows it */
+    engram_table_params_t params;
+    pthread_mutex_t lock; /* serialises library calls on this table (engram.h: write,
+                             destroy and owner-progress fetches must not overlap) */
+    DLDataType row_dtype; /* element type of the exported rows */
+    uint32_t hidden;      /* elements per entry */
+    int device_id;        /* CUDA device of recv='cuda' rows */
+    int64_t timeout_ns;   /* the context's timeout_ms, for the sliced wait */
+    int queues;
+    int nranks, local_size;
+} eg_table_t;
+extern PyTypeObject eg_TableType;
+/* Takes the table lock without holding the GIL while blocked. */
+void eg_table_lock(eg_table_t *t);
+void eg_table_unlock(eg_table_t *t);
+
+typedef struct eg_fetch {
+    PyObject_HEAD
+    eg_table_t *table; /* strong reference: the table outlives its fetches */
+    engram_fetch_t *f; /* NULL once released */
+    uint32_t num_tokens;
+    unsigned flags;
+    int waited;          /* the hook has been called */
+    int waiting;         /* a thread is in wait() now (without the GIL) */
+    int captured;        /* issued during CUDA graph capture: never waited on the host */
+    Py_ssize_t views;    /* live Array objects and exported DLPack tensors */
+    eg_dl_in_t indices;  /* recv='cuda': the device indices, kept until release */
+    int has_indices;
+    PyObject *keep;      /* recv='cuda', torch fast path: the index tensor, kept until release */
+} eg_fetch_t;
+extern PyTypeObject eg_FetchType;
+PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_major, PyObject *stream,
+                         int captured);
+/* The same from (data_ptr, rows, cols, bits, DLPack device type, num_qps,
+ * col_major, captured, stream, keep): torch tensors' attributes, read in
+ * Python at a fraction of the cost of torch's __dlpack__. */
+PyObject *eg_fetch_issue_ptr(eg_table_t *t, PyObject *args);
+
+extern PyTypeObject eg_ArrayType;
+/* A 2-D view into a fetch's receive slot; holds the fetch (and counts as one of its views). */
+PyObject *eg_array_new(eg_fetch_t *owner, void *data, int64_t rows, int64_t cols, int64_t stride0, int64_t stride1,
+                       DLDataType dtype, DLDevice device);
+
+/* A 'dltensor' capsule viewing the slot (counts as one of owner's views until its deleter runs). */
+PyObject *eg_export_capsule(eg_fetch_t *owner, void *data, int64_t rows, int64_t cols, int64_t stride0,
+                            int64_t stride1, DLDataType dtype, DLDevice device);
+
+/* bench.c */
+PyObject *eg_bench_c_fetch(PyObject *self, PyObject *args);
+
+#endif

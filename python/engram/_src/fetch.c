@@ -1,0 +1,426 @@
+/* _engram.Fetch: one fetch in flight, then its rows. Waits run without the
+ * GIL in slices, checking for signals between them (Ctrl-C interrupts a
+ * wait); the receive slot is released when the Fetch and every view of its
+ * rows are gone, or by release() once no view is left. */
+#include <sched.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "ext.h"
+
+#define WAIT_SLICE_NS (20 * 1000 * 1000) /* how long a wait runs between signal checks */
+
+/* The indices of one fetch, from DLPack or from the torch fast path. */
+typedef struct {
+    const void *data;
+    int ndim;
+    int64_t rows, cols;
+    int code, bits;
+    int device_type;
+    int contiguous;
+} indices_t;
+
+static int refuse(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    if (msg != NULL) {
+        eg_raise(eg_InvalidArgumentError, "%U", msg);
+        Py_DECREF(msg);
+    }
+    return -1;
+}
+
+static int check_indices(const eg_table_t *t, const indices_t *x)
+{
+    int cuda = t->params.recv == ENGRAM_RECV_CUDA;
+    if (x->ndim != 2 || x->cols != (int64_t)t->params.entries_per_token)
+        return refuse("engram_fetch: indices must have shape [num_tokens, num_entries_per_token=%u], got %d "
+                      "dimensions%s%lld",
+                      t->params.entries_per_token, x->ndim, x->ndim == 2 ? " with a last one of " : "",
+                      (long long)(x->ndim == 2 ? x->cols : 0));
+    if (x->rows > (int64_t)t->params.max_tokens)
+        return refuse("engram_fetch: %lld tokens exceed the buffer's num_max_tokens=%u", (long long)x->rows,
+                      t->params.max_tokens);
+    if (x->code != kDLInt || (x->bits != 64 && x->bits != 32))
+        return refuse("engram_fetch: indices must be int32 or int64, got DLPack type code %d with %d bits", x->code,
+                      x->bits);
+    if (!x->contiguous)
+        return refuse("engram_fetch: indices must be contiguous (row-major); call .contiguous() first");
+    if (cuda && x->device_type != kDLCUDA && x->device_type != kDLCUDAManaged)
+        return refuse("engram_fetch: a recv='cuda' buffer takes indices in GPU memory (got DLPack device type %d)",
+                      x->device_type);
+    if (cuda && x->bits != 64)
+        return refuse("engram_fetch: GPU indices must be int64 (got int32; engram.Buffer converts torch tensors)");
+    if (!cuda && x->device_type != kDLCPU && x->device_type != kDLCUDAHost)
+        return refuse("engram_fetch: a recv='host' buffer takes indices in host memory (got DLPack device type %d)",
+                      x->device_type);
+    return 0;
+}
+
+/* Validates and issues; the new Fetch, or NULL with an exception set. */
+static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col_major, PyObject *stream,
+                         int captured)
+{
+    int cuda = t->params.recv == ENGRAM_RECV_CUDA;
+    if (num_qps < 0)
+        return (eg_fetch_t *)eg_raise(eg_InvalidArgumentError, "engram_fetch: num_qps must be >= 0 (0 = all), got %d",
+                                      num_qps);
+    void *cuda_stream = NULL;
+    if (cuda && stream != Py_None) {
+        cuda_stream = PyLong_AsVoidPtr(stream);
+        if (cuda_stream == NULL && PyErr_Occurred())
+            return NULL;
+    }
+    if (check_indices(t, x) < 0)
+        return NULL;
+    uint32_t num_tokens = (uint32_t)x->rows;
+    const int64_t *idx = x->data;
+    int64_t *wide = NULL;
+    if (x->bits == 32) {
+        size_t n = (size_t)num_tokens * t->params.entries_per_token; /* <= max_tokens * per_token, checked above */
+        wide = PyMem_Malloc(n ? n * sizeof(int64_t) : 1);
+        if (wide == NULL)
+            return (eg_fetch_t *)PyErr_NoMemory();
+        const int32_t *narrow = x->data;
+        for (size_t i = 0; i < n; i++)
+            wide[i] = narrow[i];
+        idx = wide;
+    }
+    eg_fetch_t *self = PyObject_New(eg_fetch_t, &eg_FetchType);
+    if (self == NULL) {
+        PyMem_Free(wide);
+        return NULL;
+    }
+    self->table = (eg_table_t *)Py_NewRef((PyObject *)t);
+    self->f = NULL;
+    self->num_tokens = num_tokens;
+    self->flags = col_major ? ENGRAM_FETCH_SF_COL_MAJOR : 0;
+    self->waited = 0;
+    self->waiting = 0;
+    self->captured = captured;
+    self->views = 0;
+    self->has_indices = 0;
+    self->keep = NULL;
+    memset(&self->indices, 0, sizeof(self->indices));
+    int queues = num_qps > 0 && num_qps < t->queues ? num_qps : t->queues;
+    engram_status_t st;
+    eg_table_lock(t);
+    Py_BEGIN_ALLOW_THREADS
+    if (cuda)
+        st = engram_fetch_on_stream(t->table, idx, num_tokens, self->flags, cuda_stream, &self->f);
+    else
+        st = engram_fetch_on_queues(t->table, 0, queues, idx, num_tokens, self->flags, &self->f);
+    Py_END_ALLOW_THREADS
+    if (st != ENGRAM_OK)
+        eg_raise_status(st, "engram_fetch");
+    eg_table_unlock(t);
+    PyMem_Free(wide);
+    if (st != ENGRAM_OK) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return self;
+}
+
+PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_major, PyObject *stream,
+                         int captured)
+{
+    int cuda = t->params.recv == ENGRAM_RECV_CUDA;
+    eg_dl_in_t in = {0};
+    if (eg_dl_import(indices, cuda ? stream : NULL, "engram_fetch: indices", &in) < 0)
+        return NULL;
+    const DLTensor *d = &in.mt->dl_tensor;
+    indices_t x = {
+        .data = in.data,
+        .ndim = d->ndim,
+        .rows = d->ndim >= 1 ? d->shape[0] : 0,
+        .cols = d->ndim >= 2 ? d->shape[1] : 0,
+        .code = d->dtype.code,
+        .bits = d->dtype.lanes == 1 ? d->dtype.bits : 0,
+        .device_type = d->device.device_type,
+        .contiguous = 1, /* eg_dl_import refuses others */
+    };
+    eg_fetch_t *f = issue(t, &x, num_qps, col_major, stream, captured);
+    if (f != NULL && cuda) { /* the kernel reads them on the stream: keep them until release */
+        f->indices = in;
+        f->has_indices = 1;
+    } else {
+        eg_dl_release(&in);
+    }
+    return (PyObject *)f;
+}
+
+PyObject *eg_fetch_issue_ptr(eg_table_t *t, PyObject *args)
+{
+    unsigned long long ptr;
+    long long rows, cols;
+    int bits, device_type, num_qps, col_major, captured;
+    PyObject *stream, *keep;
+    if (!PyArg_ParseTuple(args, "KLLiiippOO", &ptr, &rows, &cols, &bits, &device_type, &num_qps, &col_major,
+                          &captured, &stream, &keep))
+        return NULL;
+    if (rows < 0 || cols < 0)
+        return eg_raise(eg_InvalidArgumentError, "engram_fetch: negative dimensions");
+    indices_t x = {
+        .data = (const void *)(uintptr_t)ptr,
+        .ndim = 2,
+        .rows = rows,
+        .cols = cols,
+        .code = kDLInt,
+        .bits = bits,
+        .device_type = device_type,
+        .contiguous = 1,
+    };
+    eg_fetch_t *f = issue(t, &x, num_qps, col_major, stream, captured);
+    if (f != NULL && t->params.recv == ENGRAM_RECV_CUDA)
+        f->keep = Py_NewRef(keep); /* the kernel reads the indices on the stream */
+    return (PyObject *)f;
+}
+
+/* engram_test until done, without the GIL, checking signals every slice.
+ * Returns the final test status, or ENGRAM_INPROGRESS with an exception set
+ * (interrupt, or the timeout). */
+static engram_status_t sliced_wait(eg_fetch_t *self)
+{
+    eg_table_t *t = self->table;
+    if (pthread_mutex_trylock(&t->lock) == 0) { /* often done already: no GIL round trip then */
+        engram_status_t st = engram_test(self->f);
+        pthread_mutex_unlock(&t->lock);
+        if (st != ENGRAM_INPROGRESS)
+            return st;
+    }
+    int64_t deadline = eg_now_ns() + t->timeout_ns;
+    for (;;) {
+        engram_status_t st;
+        int64_t now;
+        Py_BEGIN_ALLOW_THREADS
+        int64_t slice_end = eg_now_ns() + WAIT_SLICE_NS;
+        for (unsigned i = 1;; i++) {
+            pthread_mutex_lock(&t->lock);
+            st = engram_test(self->f);
+            pthread_mutex_unlock(&t->lock);
+            if (st != ENGRAM_INPROGRESS)
+                break;
+            if ((i & 255) == 0) {
+                sched_yield(); /* let an owner-progress peer on this core serve us */
+                if (eg_now_ns() > slice_end)
+                    break;
+            }
+        }
+        now = eg_now_ns();
+        Py_END_ALLOW_THREADS
+        if (st != ENGRAM_INPROGRESS)
+            return st;
+        if (PyErr_CheckSignals() < 0)
+            return ENGRAM_INPROGRESS;
+        if (now > deadline) {
+            eg_raise(eg_TimeoutError, "engram_fetch hook: the rows were not complete after timeout_ms=%lld ms",
+                     (long long)(t->timeout_ns / 1000000));
+            return ENGRAM_INPROGRESS;
+        }
+    }
+}
+
+/* (rows, sf) as Arrays, or (as_capsules) as DLPack capsules */
+static PyObject *make_views(eg_fetch_t *self, const void *rows, const uint32_t *sf, int as_capsules)
+{
+    PyObject *(*make)(eg_fetch_t *, void *, int64_t, int64_t, int64_t, int64_t, DLDataType, DLDevice) =
+        as_capsules ? eg_export_capsule : eg_array_new;
+    eg_table_t *t = self->table;
+    DLDevice dev = {.device_type = t->params.recv == ENGRAM_RECV_CUDA ? kDLCUDA : kDLCPU,
+                    .device_id = t->params.recv == ENGRAM_RECV_CUDA ? t->device_id : 0};
+    int64_t T = self->num_tokens, cols = (int64_t)t->params.entries_per_token * t->hidden;
+    PyObject *r = make(self, (void *)rows, T, cols, cols, 1, t->row_dtype, dev);
+    if (r == NULL)
+        return NULL;
+    PyObject *s = Py_None;
+    if (t->params.scale_packs > 0) {
+        int64_t sc = (int64_t)t->params.entries_per_token * t->params.scale_packs;
+        DLDataType i32 = {.code = kDLInt, .bits = 32, .lanes = 1};
+        if (self->flags & ENGRAM_FETCH_SF_COL_MAJOR)
+            s = make(self, (void *)sf, T, sc, 1, (T + 3) / 4 * 4, i32, dev);
+        else
+            s = make(self, (void *)sf, T, sc, sc, 1, i32, dev);
+        if (s == NULL) {
+            Py_DECREF(r);
+            return NULL;
+        }
+    } else {
+        Py_INCREF(s);
+    }
+    PyObject *pair = PyTuple_Pack(2, r, s);
+    Py_DECREF(r);
+    Py_DECREF(s);
+    return pair;
+}
+
+static PyObject *raise_bad_index(eg_fetch_t *self, const char *message, PyObject *views)
+{
+    uint64_t count;
+    uint32_t token, entry;
+    engram_fetch_bad_indices(self->f, &count, &token, &entry);
+    eg_raise_status_msg(ENGRAM_ERR_BAD_INDEX, "engram_fetch hook", message);
+    PyObject *exc = eg_err_take();
+    if (exc == NULL)
+        return NULL;
+    PyObject *c = PyLong_FromUnsignedLongLong(count), *ft = PyLong_FromUnsignedLong(token),
+             *fe = PyLong_FromUnsignedLong(entry);
+    if (c && ft && fe) {
+        PyObject_SetAttrString(exc, "count", c);
+        PyObject_SetAttrString(exc, "first_token", ft);
+        PyObject_SetAttrString(exc, "first_entry", fe);
+        PyObject_SetAttrString(exc, "rows", PyTuple_GET_ITEM(views, 0));
+        PyObject_SetAttrString(exc, "sf", PyTuple_GET_ITEM(views, 1));
+    }
+    Py_XDECREF(c);
+    Py_XDECREF(ft);
+    Py_XDECREF(fe);
+    eg_err_restore(exc);
+    return NULL;
+}
+
+static PyObject *wait_views(eg_fetch_t *self, int as_capsules)
+{
+    if (self->f == NULL)
+        return eg_raise(eg_StateError, "engram_fetch hook: the fetch has been released");
+    if (self->waited)
+        return eg_raise(eg_StateError, "engram_fetch hook: already called (a hook returns its rows once; "
+                                       "keep the tensors it returned)");
+    self->waited = 1;
+    engram_status_t st = ENGRAM_OK;
+    if (!self->captured) {
+        self->waiting = 1;
+        st = sliced_wait(self);
+        self->waiting = 0;
+        if (st == ENGRAM_INPROGRESS) {
+            self->waited = 0; /* interrupted or timed out: the hook may be called again */
+            return NULL;
+        }
+    }
+    const void *rows = NULL;
+    const uint32_t *sf = NULL;
+    char message[1024] = "";
+    if (st == ENGRAM_OK || st == ENGRAM_ERR_BAD_INDEX) {
+        eg_table_lock(self->table);
+        st = engram_wait(self->f, &rows, &sf);
+        if (st != ENGRAM_OK)
+            snprintf(message, sizeof(message), "%s", engram_last_error());
+        eg_table_unlock(self->table);
+    } else {
+        snprintf(message, sizeof(message), "%s", engram_last_error());
+    }
+    if (st != ENGRAM_OK && st != ENGRAM_ERR_BAD_INDEX) {
+        if (self->captured)
+            return eg_raise(eg_StateError,
+                            "engram_fetch hook under CUDA graph capture: the library could not hand out the "
+                            "rows without waiting on the host (%s)", message);
+        return eg_raise_status_msg(st, "engram_fetch hook", message);
+    }
+    /* the exception carries Arrays: its rows go through the caller's converters */
+    PyObject *views = make_views(self, rows, sf, as_capsules && st == ENGRAM_OK);
+    if (views == NULL)
+        return NULL;
+    if (st == ENGRAM_ERR_BAD_INDEX) {
+        raise_bad_index(self, message, views);
+        Py_DECREF(views);
+        return NULL;
+    }
+    return views;
+}
+
+static PyObject *fetch_wait(eg_fetch_t *self, PyObject *noargs)
+{
+    (void)noargs;
+    return wait_views(self, 0);
+}
+
+static PyObject *fetch_wait_capsules(eg_fetch_t *self, PyObject *noargs)
+{
+    (void)noargs;
+    return wait_views(self, 1);
+}
+
+static void fetch_release_slot(eg_fetch_t *self)
+{
+    if (self->f != NULL) {
+        eg_table_lock(self->table);
+        Py_BEGIN_ALLOW_THREADS
+        engram_fetch_release(self->f);
+        Py_END_ALLOW_THREADS
+        eg_table_unlock(self->table);
+        self->f = NULL;
+    }
+    if (self->has_indices) {
+        eg_dl_release(&self->indices);
+        self->has_indices = 0;
+    }
+    Py_CLEAR(self->keep);
+}
+
+static PyObject *fetch_release(eg_fetch_t *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (self->waiting)
+        return eg_raise(eg_BusyError, "release: another thread is waiting on this fetch");
+    if (self->views > 0)
+        return eg_raise(eg_BusyError,
+                        "release: %zd tensors still view this fetch's rows; drop them first (the slot is "
+                        "released by itself when the last one goes)", self->views);
+    fetch_release_slot(self);
+    Py_RETURN_NONE;
+}
+
+static void fetch_dealloc(eg_fetch_t *self)
+{
+    fetch_release_slot(self);
+    Py_XDECREF(self->table);
+    PyObject_Free(self);
+}
+
+static PyObject *fetch_get_released(eg_fetch_t *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(self->f == NULL);
+}
+static PyObject *fetch_get_views(eg_fetch_t *self, void *c)
+{
+    (void)c;
+    return PyLong_FromSsize_t(self->views);
+}
+static PyObject *fetch_get_num_tokens(eg_fetch_t *self, void *c)
+{
+    (void)c;
+    return PyLong_FromUnsignedLong(self->num_tokens);
+}
+
+static PyMethodDef fetch_methods[] = {
+    {"wait", (PyCFunction)fetch_wait, METH_NOARGS,
+     "wait()\n--\n\nWaits for the rows (GIL released, Ctrl-C interrupts) and returns (rows, sf) as DLPack "
+     "arrays viewing the receive slot; sf is None without scales. Once only."},
+    {"wait_capsules", (PyCFunction)fetch_wait_capsules, METH_NOARGS,
+     "wait_capsules()\n--\n\nAs wait(), the views as 'dltensor' capsules (for torch._C._from_dlpack); a "
+     "BadIndexError still carries Arrays."},
+    {"release", (PyCFunction)fetch_release, METH_NOARGS,
+     "release()\n--\n\nFrees the receive slot now (BusyError while tensors still view it)."},
+    {NULL},
+};
+
+static PyGetSetDef fetch_getset[] = {
+    {"released", (getter)fetch_get_released, NULL, "Whether the receive slot has been freed.", NULL},
+    {"views", (getter)fetch_get_views, NULL, "Live arrays and tensors viewing the rows.", NULL},
+    {"num_tokens", (getter)fetch_get_num_tokens, NULL, "Tokens of this fetch.", NULL},
+    {NULL},
+};
+
+PyTypeObject eg_FetchType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "engram._engram.Fetch",
+    .tp_basicsize = sizeof(eg_fetch_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A fetch in flight (made by Table.fetch); wait() returns its rows.",
+    .tp_dealloc = (destructor)fetch_dealloc,
+    .tp_methods = fetch_methods,
+    .tp_getset = fetch_getset,
+};

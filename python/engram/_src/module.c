@@ -1,0 +1,69 @@
+/* The _engram extension module: the types, the exceptions, and the
+ * functions that need no object. */
+#include "ext.h"
+
+static PyObject *storage_size_hint(PyObject *self, PyObject *args)
+{
+    (void)self;
+    unsigned long long entries, max_rows;
+    unsigned int row_bytes;
+    if (!PyArg_ParseTuple(args, "KIK", &entries, &row_bytes, &max_rows))
+        return NULL;
+    engram_storage_hint_t h;
+    engram_status_t st = engram_storage_size_hint(entries, row_bytes, max_rows, &h);
+    if (st != ENGRAM_OK)
+        return eg_raise_status(st, "get_engram_storage_size_hint");
+    return Py_BuildValue("(KKK)", (unsigned long long)h.row_stride, (unsigned long long)h.cpu_table_bytes,
+                         (unsigned long long)h.gpu_recv_bytes);
+}
+
+static PyObject *status_str(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long st = PyLong_AsLong(arg);
+    if (st == -1 && PyErr_Occurred())
+        return NULL;
+    return PyUnicode_FromString(engram_status_str((engram_status_t)st));
+}
+
+static PyMethodDef module_methods[] = {
+    {"fork_run", (PyCFunction)(void (*)(void))eg_fork_run, METH_VARARGS | METH_KEYWORDS,
+     "fork_run(nranks, fn, local_size=0)\n--\n\nRuns fn(group) in nranks forked children (the fork provider); "
+     "returns their exit codes."},
+    {"storage_size_hint", storage_size_hint, METH_VARARGS,
+     "storage_size_hint(entries_per_rank, row_bytes, max_rows)\n--\n\n(row_stride, cpu_table_bytes, gpu_recv_bytes)"},
+    {"status_str", status_str, METH_O, "status_str(status)\n--\n\nName of a status code."},
+    {"_bench_c_fetch", eg_bench_c_fetch, METH_VARARGS,
+     "_bench_c_fetch(table, indices, iters, stream=None)\n--\n\nMean (issue_ns, wait_ns) of fetch/wait/release "
+     "through the C API alone."},
+    {NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "engram._engram",
+    .m_doc = "C extension of the engram package (use the engram package, not this module).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC PyInit__engram(void)
+{
+    PyTypeObject *types[] = {&eg_GroupType, &eg_TableType, &eg_FetchType, &eg_ArrayType};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        if (PyType_Ready(types[i]) < 0)
+            return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL)
+        return NULL;
+    if (eg_errors_init(m) < 0 || PyModule_AddObjectRef(m, "Group", (PyObject *)&eg_GroupType) < 0 ||
+        PyModule_AddObjectRef(m, "Table", (PyObject *)&eg_TableType) < 0 ||
+        PyModule_AddObjectRef(m, "Fetch", (PyObject *)&eg_FetchType) < 0 ||
+        PyModule_AddObjectRef(m, "Array", (PyObject *)&eg_ArrayType) < 0 ||
+        PyModule_AddStringConstant(m, "LIBRARY_VERSION", ENGRAM_VERSION_STRING) < 0 ||
+        PyModule_AddIntConstant(m, "ROW_ALIGN", ENGRAM_ROW_ALIGN) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,380 @@
+/* _engram.Table: a context and one table over a Group (engram.Buffer in
+ * engram/_buffer.py is the DeepEP-shaped front). Collectives release the
+ * GIL; every library call on the table holds the table lock. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ext.h"
+
+void eg_table_lock(eg_table_t *t)
+{
+    if (pthread_mutex_trylock(&t->lock) == 0)
+        return;
+    /* another thread holds it, maybe waiting without the GIL: never block
+     * on the lock while holding the GIL */
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&t->lock);
+    Py_END_ALLOW_THREADS
+}
+
+void eg_table_unlock(eg_table_t *t)
+{
+    pthread_mutex_unlock(&t->lock);
+}
+
+static int apply_config(engram_config_t *cfg, PyObject *config)
+{
+    if (config == NULL || config == Py_None)
+        return 0;
+    if (!PyDict_Check(config)) {
+        eg_raise(eg_InvalidArgumentError, "config: expected a dict of key -> value, got %s",
+                 Py_TYPE(config)->tp_name);
+        return -1;
+    }
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(config, &pos, &key, &value)) {
+        PyObject *ks = PyObject_Str(key), *vs = PyObject_Str(value);
+        const char *k = ks ? PyUnicode_AsUTF8(ks) : NULL, *v = vs ? PyUnicode_AsUTF8(vs) : NULL;
+        engram_status_t st = k && v ? engram_config_set(cfg, k, v) : ENGRAM_OK;
+        int failed = k == NULL || v == NULL || st != ENGRAM_OK;
+        if (k && v && st != ENGRAM_OK)
+            eg_raise_status(st, "config");
+        Py_XDECREF(ks);
+        Py_XDECREF(vs);
+        if (failed)
+            return -1;
+    }
+    return 0;
+}
+
+static int config_timeout_ms(const engram_config_t *cfg)
+{
+    char buf[32] = "";
+    if (engram_config_get(cfg, "timeout_ms", buf, sizeof(buf)) != ENGRAM_OK)
+        return 30000;
+    int ms = atoi(buf);
+    return ms > 0 ? ms : 30000;
+}
+
+static int table_init(eg_table_t *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"group",       "entries_per_rank", "row_bytes", "entries_per_token", "max_tokens",
+                         "scale_packs", "recv_cuda",        "config",    "dl_code",           "dl_bits",
+                         "hidden",      "device_id",        NULL};
+    PyObject *group, *config = Py_None;
+    unsigned long long entries;
+    unsigned int row_bytes, per_token, max_tokens, packs, dl_code, dl_bits, hidden;
+    int recv_cuda, device_id;
+    if (self->group != NULL)
+        return eg_raise(eg_StateError, "Table: already initialised"), -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OKIIIIpOIIIi", kw, &group, &entries, &row_bytes, &per_token,
+                                     &max_tokens, &packs, &recv_cuda, &config, &dl_code, &dl_bits, &hidden,
+                                     &device_id))
+        return -1;
+    engram_group_t *g = eg_group_get(group);
+    if (g == NULL)
+        return -1;
+    engram_config_t *cfg;
+    engram_status_t st = engram_config_create(&cfg);
+    if (st != ENGRAM_OK)
+        return eg_raise_status(st, "Buffer: configuration"), -1;
+    if (apply_config(cfg, config) < 0) {
+        engram_config_destroy(cfg);
+        return -1;
+    }
+    self->params = (engram_table_params_t){
+        .size = sizeof(engram_table_params_t),
+        .entries_per_rank = entries,
+        .row_bytes = row_bytes,
+        .entries_per_token = per_token,
+        .max_tokens = max_tokens,
+        .scale_packs = packs,
+        .recv = recv_cuda ? ENGRAM_RECV_CUDA : ENGRAM_RECV_HOST,
+    };
+    int timeout_ms = config_timeout_ms(cfg);
+    engram_context_t *ctx = NULL;
+    engram_table_t *table = NULL;
+    const char *what = "Buffer: engram_context_create";
+    char msg[1024] = "";
+    Py_BEGIN_ALLOW_THREADS
+    st = engram_context_create(cfg, g, &ctx);
+    if (st == ENGRAM_OK) {
+        what = "Buffer: engram_table_create";
+        st = engram_table_create(ctx, &self->params, &table);
+        if (st != ENGRAM_OK) {
+            /* keep the table's message: the context teardown may log its own */
+            snprintf(msg, sizeof(msg), "%s", engram_last_error());
+            (void)engram_context_destroy(ctx);
+            ctx = NULL;
+        }
+    } else {
+        snprintf(msg, sizeof(msg), "%s", engram_last_error());
+    }
+    Py_END_ALLOW_THREADS
+    if (st != ENGRAM_OK) {
+        eg_raise_status_msg(st, what, msg);
+        engram_config_destroy(cfg);
+        eg_group_chain_error(group);
+        return -1;
+    }
+    engram_config_destroy(cfg);
+    self->ctx = ctx;
+    self->table = table;
+    self->group = Py_NewRef(group);
+    self->row_dtype = (DLDataType){.code = (uint8_t)dl_code, .bits = (uint8_t)dl_bits, .lanes = 1};
+    self->hidden = hidden;
+    self->device_id = device_id;
+    self->timeout_ns = (int64_t)timeout_ms * 1000000;
+    self->queues = engram_table_queues(table);
+    self->nranks = engram_group_size(g);
+    self->local_size = engram_group_local_size(g);
+    return 0;
+}
+
+static PyObject *table_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    (void)args;
+    (void)kwargs;
+    eg_table_t *self = (eg_table_t *)type->tp_alloc(type, 0);
+    if (self != NULL)
+        pthread_mutex_init(&self->lock, NULL);
+    return (PyObject *)self;
+}
+
+static int table_check_live(eg_table_t *self, const char *what)
+{
+    if (self->table == NULL) {
+        eg_raise(eg_StateError, "%s: the buffer has been destroyed", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* dtype codes that carry the same bits: raw uint/int views of bf16/fp8/...
+ * (torch 1.13 and numpy have no float8, numpy no bfloat16) */
+static int dtype_compatible(DLDataType have, DLDataType want)
+{
+    if (have.bits != want.bits || have.lanes != 1)
+        return 0;
+    return have.code == want.code || have.code == kDLUInt || have.code == kDLInt;
+}
+
+/* eg_raise's NULL turned into the mark that this rank refused its arguments */
+static PyObject *refused(PyObject *null)
+{
+    (void)null;
+    return Py_None;
+}
+
+static PyObject *table_write(eg_table_t *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"storage", "sf", NULL};
+    PyObject *storage, *sf = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O", kw, &storage, &sf))
+        return NULL;
+    if (table_check_live(self, "engram_write") < 0)
+        return NULL;
+    eg_dl_in_t rows = {0}, scales = {0};
+    uint64_t entries = self->params.entries_per_rank;
+    PyObject *fail = NULL; /* set (an exception raised) when this rank refuses its arguments */
+    const DLTensor *t = NULL;
+    if (eg_dl_import(storage, NULL, "engram_write: storage", &rows) < 0)
+        fail = Py_None;
+    else if (t = &rows.mt->dl_tensor, !eg_dl_is_host(t))
+        fail = refused(eg_raise(eg_InvalidArgumentError, "engram_write: storage must be in host memory (call .cpu())"));
+    else if (t->ndim != 2 || (uint64_t)t->shape[0] != entries || (uint64_t)t->shape[1] != self->hidden)
+        fail = refused(eg_raise(eg_InvalidArgumentError,
+                        "engram_write: storage must have shape [num_entries=%llu, hidden=%u] (this rank's shard), "
+                        "got %d dimensions%s%lld x %lld",
+                        (unsigned long long)entries, self->hidden, t->ndim, t->ndim == 2 ? ": " : "",
+                        (long long)(t->ndim >= 1 ? t->shape[0] : 0), (long long)(t->ndim == 2 ? t->shape[1] : 0)));
+    else if (!dtype_compatible(t->dtype, self->row_dtype))
+        fail = refused(eg_raise(eg_InvalidArgumentError,
+                        "engram_write: storage has %u-bit elements of DLPack type code %u; the buffer holds "
+                        "%u-bit elements (code %u, or raw bits of that width)",
+                        t->dtype.bits, t->dtype.code, self->row_dtype.bits, self->row_dtype.code));
+    if (fail == NULL && self->params.scale_packs > 0) {
+        if (sf == Py_None) {
+            fail = refused(eg_raise(eg_InvalidArgumentError,
+                            "engram_write: sf is required: the buffer has num_sf_packs=%u scale packs per entry",
+                            self->params.scale_packs));
+        } else if (eg_dl_import(sf, NULL, "engram_write: sf", &scales) < 0) {
+            fail = Py_None; /* exception set */
+        } else {
+            const DLTensor *s = &scales.mt->dl_tensor;
+            uint64_t total = entries * (uint64_t)self->nranks;
+            if (!eg_dl_is_host(s))
+                fail = refused(eg_raise(eg_InvalidArgumentError, "engram_write: sf must be in host memory (call .cpu())"));
+            else if (s->ndim != 2 || (uint64_t)s->shape[0] != total || (uint64_t)s->shape[1] != self->params.scale_packs)
+                fail = refused(eg_raise(eg_InvalidArgumentError,
+                                "engram_write: sf must have shape [num_ranks * num_entries=%llu, num_sf_packs=%u] "
+                                "(the replicated global table)",
+                                (unsigned long long)total, self->params.scale_packs));
+            else if (s->dtype.bits != 32 || s->dtype.lanes != 1)
+                fail = refused(eg_raise(eg_InvalidArgumentError,
+                                "engram_write: sf elements must be 4-byte packs (int32, uint32 or float32), got %u bits",
+                                s->dtype.bits));
+        }
+    } else if (fail == NULL && sf != Py_None) {
+        fail = refused(eg_raise(eg_InvalidArgumentError, "engram_write: sf given but the buffer has num_sf_packs=0"));
+    }
+    engram_status_t st = ENGRAM_OK;
+    if (fail == NULL) {
+        eg_table_lock(self);
+        Py_BEGIN_ALLOW_THREADS
+        st = engram_write(self->table, rows.data, self->params.row_bytes, scales.data);
+        Py_END_ALLOW_THREADS
+        if (st != ENGRAM_OK)
+            eg_raise_status(st, "engram_write");
+        eg_table_unlock(self);
+    }
+    if (fail != NULL) {
+        /* refused here: still join the collective's agreement (with rows the
+         * library refuses), so the other ranks fail now instead of waiting */
+        PyObject *exc = eg_err_take();
+        eg_table_lock(self);
+        Py_BEGIN_ALLOW_THREADS
+        (void)engram_write(self->table, NULL, 0, NULL);
+        Py_END_ALLOW_THREADS
+        eg_table_unlock(self);
+        eg_err_restore(exc);
+    }
+    eg_dl_release(&rows);
+    eg_dl_release(&scales);
+    if (fail != NULL || st != ENGRAM_OK) {
+        eg_group_chain_error(self->group);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *table_fetch(eg_table_t *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"indices", "num_qps", "col_major", "stream", "captured", NULL};
+    PyObject *indices, *stream = Py_None;
+    int num_qps = 0, col_major = 0, captured = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|ipOp", kw, &indices, &num_qps, &col_major, &stream, &captured))
+        return NULL;
+    if (table_check_live(self, "engram_fetch") < 0)
+        return NULL;
+    return eg_fetch_issue(self, indices, num_qps, col_major, stream, captured);
+}
+
+static PyObject *table_fetch_ptr(eg_table_t *self, PyObject *args)
+{
+    if (table_check_live(self, "engram_fetch") < 0)
+        return NULL;
+    return eg_fetch_issue_ptr(self, args);
+}
+
+static PyObject *table_destroy(eg_table_t *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (self->table == NULL)
+        Py_RETURN_NONE; /* destroying twice is harmless */
+    eg_table_lock(self);
+    engram_status_t st, cst = ENGRAM_OK;
+    Py_BEGIN_ALLOW_THREADS
+    st = engram_table_destroy(self->table);
+    Py_END_ALLOW_THREADS
+    if (st == ENGRAM_ERR_BUSY) {
+        eg_raise_status(st, "destroy (fetches, or tensors viewing their rows, are still alive on some rank: "
+                            "drop them and retry)");
+        eg_table_unlock(self);
+        return NULL;
+    }
+    PyObject *exc = NULL;
+    if (st != ENGRAM_OK) { /* a dead peer: torn down here all the same */
+        eg_raise_status(st, "destroy");
+        exc = eg_err_take();
+    }
+    self->table = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    cst = engram_context_destroy(self->ctx);
+    Py_END_ALLOW_THREADS
+    if (cst != ENGRAM_OK && exc == NULL) {
+        eg_raise_status(cst, "destroy: engram_context_destroy");
+        exc = eg_err_take();
+    }
+    self->ctx = NULL;
+    eg_table_unlock(self);
+    if (exc != NULL) {
+        eg_err_restore(exc);
+        eg_group_chain_error(self->group);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static void table_dealloc(eg_table_t *self)
+{
+    if (self->table != NULL) {
+        /* destroy is collective: running it from the garbage collector at a
+         * moment the other ranks do not share would hang them. Leak instead. */
+        PyErr_WarnEx(PyExc_ResourceWarning,
+                     "engram.Buffer was not destroyed (call destroy() or use it as a context manager); "
+                     "its memory stays allocated until the process exits",
+                     1);
+        if (PyErr_Occurred())
+            PyErr_WriteUnraisable((PyObject *)self);
+    }
+    Py_XDECREF(self->group);
+    pthread_mutex_destroy(&self->lock);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *table_get_destroyed(eg_table_t *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(self->table == NULL);
+}
+static PyObject *table_get_transport(eg_table_t *self, void *c)
+{
+    (void)c;
+    if (table_check_live(self, "transport") < 0)
+        return NULL;
+    return PyUnicode_FromString(engram_context_transport(self->ctx));
+}
+static PyObject *table_get_queues(eg_table_t *self, void *c)
+{
+    (void)c;
+    return PyLong_FromLong(self->queues);
+}
+static PyObject *table_get_timeout_ms(eg_table_t *self, void *c)
+{
+    (void)c;
+    return PyLong_FromLongLong(self->timeout_ns / 1000000);
+}
+
+static PyMethodDef table_methods[] = {
+    {"write", (PyCFunction)(void (*)(void))table_write, METH_VARARGS | METH_KEYWORDS,
+     "write(storage, sf=None)\n--\n\nCollective: this rank's shard [entries, hidden] (+ the global scales)."},
+    {"fetch", (PyCFunction)(void (*)(void))table_fetch, METH_VARARGS | METH_KEYWORDS,
+     "fetch(indices, num_qps=0, col_major=False, stream=None, captured=False)\n--\n\nIssues a fetch; returns a Fetch."},
+    {"fetch_ptr", (PyCFunction)table_fetch_ptr, METH_VARARGS,
+     "fetch_ptr(data_ptr, rows, cols, bits, device_type, num_qps, col_major, captured, stream, keep)\n--\n\n"
+     "fetch() for a contiguous 2-D integer tensor given by its attributes (the torch fast path)."},
+    {"destroy", (PyCFunction)table_destroy, METH_NOARGS, "destroy()\n--\n\nCollective teardown."},
+    {NULL},
+};
+
+static PyGetSetDef table_getset[] = {
+    {"destroyed", (getter)table_get_destroyed, NULL, "Whether destroy() has run.", NULL},
+    {"transport", (getter)table_get_transport, NULL, "Name of the transport the buffer runs on.", NULL},
+    {"queues", (getter)table_get_queues, NULL, "Queues (QPs) the buffer's fetches are spread over.", NULL},
+    {"timeout_ms", (getter)table_get_timeout_ms, NULL, "The bound on a fetch wait.", NULL},
+    {NULL},
+};
+
+PyTypeObject eg_TableType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "engram._engram.Table",
+    .tp_basicsize = sizeof(eg_table_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A context and one table (the C object behind engram.Buffer).",
+    .tp_new = table_new,
+    .tp_init = (initproc)table_init,
+    .tp_dealloc = (destructor)table_dealloc,
+    .tp_methods = table_methods,
+    .tp_getset = table_getset,
+};

@@ -1,0 +1,271 @@
+"""The CPU-tier cases run on 4 ranks (ranks.py): rows bit-identical to a
+reference built by all-gathering the shards; bf16 and fp8 + scales in both
+layouts; direct and hybrid; bad indices; lifecycle abuse; bad arguments;
+the GIL released in collectives. Each case is one pytest test
+(test_torch_ranks.py)."""
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+import engram
+
+E, H, T, K = 1000, 128, 63, 24  # entries per rank, hidden, tokens (odd: the col-major rounding), entries per token
+P = 4  # scale packs per entry (fp8)
+
+
+class Context:
+    def __init__(self, rank, world, config):
+        self.rank, self.world, self.config = rank, world, dict(config)
+        self.node = engram.Group.from_torch(local_size=world)  # one node
+        self.nodes2 = engram.Group.from_torch(local_size=2)  # two emulated nodes (hybrid through rail ranks)
+        gen = torch.Generator().manual_seed(1000 + rank)
+        self.shard_bytes = torch.randint(0, 256, (E, H * 2), dtype=torch.uint8, generator=gen)
+        self.full_bytes = allgather(self.shard_bytes)  # [world * E, H * 2], rank-ordered
+        self.indices = torch.randint(0, world * E, (T, K), generator=torch.Generator().manual_seed(77 + rank))
+        self.scales = torch.randint(-2**31, 2**31 - 1, (world * E, P), dtype=torch.int32,
+                                    generator=torch.Generator().manual_seed(5))  # replicated: one seed
+
+    def buffer(self, group=None, dtype=torch.bfloat16, hidden=H, packs=0, hybrid=False, tokens=T):
+        return engram.Buffer(group or self.node, E, hidden, dtype, tokens, K, num_sf_packs=packs, recv="host",
+                             allow_hybrid_mode=hybrid, config=self.config)
+
+
+def allgather(t):
+    out = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(out, t.contiguous())
+    return torch.cat(out)
+
+
+def expect(exc_type, fn, *args, match=None, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except exc_type as e:
+        if match is not None and match not in str(e):
+            raise AssertionError("%s raised %r without %r" % (fn, e, match))
+        return e
+    raise AssertionError("%s did not raise %s" % (fn, exc_type.__name__))
+
+
+class Skip(Exception):
+    """A case that cannot run in this configuration (ranks.py records the reason)."""
+
+
+OWNER_PROGRESS_SKIP = ("ucx hybrid over a torch group: owners must serve the gets (gets emulated over active "
+                       "messages), and a rank blocked in a gloo collective cannot (the callbacks provider has no "
+                       "progress hook); test_launch.py runs it over the fork launcher, which serves")
+
+
+def no_owner_progress(ctx, hybrid):
+    if hybrid and ctx.config.get("transport") == "ucx":
+        raise Skip(OWNER_PROGRESS_SKIP)
+
+
+def check_bf16(ctx, group, hybrid, idx_dtype):
+    no_owner_progress(ctx, hybrid)
+    with ctx.buffer(group, hybrid=hybrid) as buf:
+        buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
+        idx = ctx.indices.to(idx_dtype)
+        rows, sf = buf.engram_fetch(idx)()
+        assert sf is None
+        assert rows.dtype == torch.bfloat16 and tuple(rows.shape) == (T, K * H), (rows.dtype, rows.shape)
+        ref = ctx.full_bytes[ctx.indices].reshape(T, K * H * 2)
+        assert torch.equal(rows.view(torch.uint8), ref), "rows differ from the all-gathered reference"
+        del rows
+
+
+def case_bf16_direct_int64(ctx):
+    check_bf16(ctx, ctx.node, False, torch.int64)
+
+
+def case_bf16_direct_int32(ctx):
+    check_bf16(ctx, ctx.node, False, torch.int32)
+
+
+def case_bf16_hybrid(ctx):
+    check_bf16(ctx, ctx.nodes2, True, torch.int64)
+
+
+def case_bf16_direct_two_nodes(ctx):
+    check_bf16(ctx, ctx.nodes2, False, torch.int64)
+
+
+def check_fp8(ctx, hybrid, col_major):
+    no_owner_progress(ctx, hybrid)
+    shard = ctx.shard_bytes[:, :H]  # fp8 rows: H bytes
+    full = ctx.full_bytes[:, :H]
+    group = ctx.nodes2 if hybrid else ctx.node
+    with ctx.buffer(group, dtype="float8_e4m3fn", packs=P, hybrid=hybrid) as buf:
+        buf.engram_write(shard.contiguous(), ctx.scales)
+        rows, sf = buf.engram_fetch(ctx.indices, use_tma_aligned_col_major_sf=col_major)()
+        assert rows.dtype == getattr(torch, "float8_e4m3fn", torch.uint8), rows.dtype
+        assert torch.equal(rows.view(torch.uint8), full[ctx.indices].reshape(T, K * H))
+        assert sf.dtype == torch.int32 and tuple(sf.shape) == (T, K * P), (sf.dtype, sf.shape)
+        want_strides = (1, (T + 3) // 4 * 4) if col_major else (K * P, 1)
+        assert sf.stride() == want_strides, (sf.stride(), want_strides)
+        assert torch.equal(sf, ctx.scales[ctx.indices].reshape(T, K * P))
+        del rows, sf
+
+
+def case_fp8_row_major(ctx):
+    check_fp8(ctx, False, False)
+
+
+def case_fp8_col_major(ctx):
+    check_fp8(ctx, False, True)
+
+
+def case_fp8_hybrid_col_major(ctx):
+    check_fp8(ctx, True, True)
+
+
+def case_several_in_flight(ctx):
+    with ctx.buffer() as buf:
+        buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
+        parts = [ctx.indices[i::3].contiguous() for i in range(3)]
+        hooks = [buf.engram_fetch(p) for p in parts]
+        for p, hook in reversed(list(zip(parts, hooks))):
+            rows, _ = hook()
+            assert torch.equal(rows.view(torch.uint8), ctx.full_bytes[p].reshape(len(p), K * H * 2))
+        del rows, hooks, hook
+
+
+def case_numpy_indices_give_numpy_rows(ctx):
+    import numpy as np
+
+    with ctx.buffer() as buf:
+        buf.engram_write(ctx.shard_bytes.numpy().view(np.uint16))  # numpy: bf16 as its bits
+        rows, _ = buf.engram_fetch(ctx.indices.numpy().astype(np.int32))()
+        assert isinstance(rows, np.ndarray) and rows.dtype == np.uint16, (type(rows), rows.dtype)  # bf16 bits
+        assert np.array_equal(rows.view(np.uint8), ctx.full_bytes[ctx.indices].reshape(T, K * H * 2).numpy())
+        del rows
+
+
+def case_bad_indices(ctx):
+    n = ctx.world * E
+    idx = ctx.indices.clone()
+    idx[5, 3], idx[7, 0], idx[9, 23] = -1, n, n + 12345
+    with ctx.buffer() as buf:
+        buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
+        e = expect(engram.BadIndexError, buf.engram_fetch(idx))
+        assert (e.count, e.first_token, e.first_entry) == (3, 5, 3), (e.count, e.first_token, e.first_entry)
+        assert "3 indices out of range" in str(e) and "token 5 entry 3" in str(e), str(e)
+        got = e.rows.view(torch.uint8).reshape(T, K, H * 2)
+        ok = (idx >= 0) & (idx < n)
+        assert torch.equal(got[ok], ctx.full_bytes[idx[ok]]), "valid rows next to bad ones differ"
+        assert not got[~ok].any(), "rows of bad indices are not zero-filled"
+        assert isinstance(e, engram.Error) and e.status_name
+        del e, got
+
+
+def case_lifecycle(ctx):
+    buf = ctx.buffer()
+    buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
+    hook = buf.engram_fetch(ctx.indices)
+    expect(engram.BusyError, buf.destroy, match="still alive")  # a hook not called: every rank refuses
+    rows, _ = hook()
+    expect(engram.StateError, hook, match="already called")
+    expect(engram.BusyError, hook.release, match="still view")
+    expect(engram.BusyError, buf.destroy)  # a result tensor alive
+    view = rows[1:3]  # a view of the view keeps the slot too
+    del rows
+    expect(engram.BusyError, buf.destroy)
+    del view
+    hook.release()
+    expect(engram.StateError, hook, match="released")
+    unwaited = buf.engram_fetch(ctx.indices)
+    del unwaited  # dropping a hook never called releases its slot
+    slots = [buf.engram_fetch(ctx.indices[:1]) for _ in range(4)]  # fetch_slots = 4
+    expect(engram.BusyError, buf.engram_fetch, ctx.indices[:1])
+    del slots
+    buf.destroy()
+    buf.destroy()  # harmless
+    assert buf.destroyed
+    expect(engram.StateError, buf.engram_fetch, ctx.indices, match="destroyed")
+    expect(engram.StateError, buf.engram_write, ctx.shard_bytes.view(torch.bfloat16), match="destroyed")
+
+
+def case_context_manager_destroys_on_exception(ctx):
+    try:
+        with ctx.buffer() as buf:
+            buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
+            raise KeyError("inside")
+    except KeyError:
+        pass
+    assert buf.destroyed
+
+
+def case_bad_arguments(ctx):
+    with ctx.buffer() as buf:
+        bf = ctx.shard_bytes.view(torch.bfloat16)
+        # every rank wrong: refused everywhere
+        expect(engram.InvalidArgumentError, buf.engram_write, bf[:-1], match="shape")
+        # only rank 0 wrong: it says why, the others learn of it from the agreement, nobody waits
+        t0 = time.monotonic()
+        if ctx.rank == 0:
+            expect(engram.InvalidArgumentError, buf.engram_write, bf.float(), match="bit")
+        else:
+            expect(engram.Error, buf.engram_write, bf, match="rank 0")
+        assert time.monotonic() - t0 < 10
+        expect(engram.InvalidArgumentError, buf.engram_write, bf, torch.zeros(1, dtype=torch.int32), match="sf")
+        buf.engram_write(bf)  # and then a good write works
+        expect(engram.InvalidArgumentError, buf.engram_fetch, ctx.indices[:, :5].contiguous(), match="num_entries_per_token")
+        expect(engram.InvalidArgumentError, buf.engram_fetch, ctx.indices.float(), match="int32 or int64")
+        expect(engram.InvalidArgumentError, buf.engram_fetch, torch.zeros(T + 1, K, dtype=torch.int64),
+               match="num_max_tokens")
+        expect(engram.InvalidArgumentError, buf.engram_fetch, ctx.indices.t(), match="contiguous")
+        expect(engram.InvalidArgumentError, buf.engram_fetch, [[1] * K], match="DLPack")
+        expect(engram.InvalidArgumentError, buf.engram_fetch, ctx.indices, -1, match="num_qps")
+        rows, _ = buf.engram_fetch(ctx.indices, num_qps=1)()  # one queue is fine
+        del rows
+    expect(engram.InvalidArgumentError, engram.Buffer, ctx.node, E, H, "complex128", T, K, recv="host")
+    expect(engram.InvalidArgumentError, engram.Buffer, ctx.node, E, H, torch.bfloat16, T, K, recv="gpu")
+    expect(engram.InvalidArgumentError, engram.Buffer, ctx.node, 0, H, torch.bfloat16, T, K, recv="host")
+
+
+def case_zero_tokens(ctx):
+    with ctx.buffer() as buf:
+        buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
+        rows, _ = buf.engram_fetch(torch.zeros(0, K, dtype=torch.int64))()
+        assert tuple(rows.shape) == (0, K * H)
+        del rows
+
+
+def case_gil_released_in_collectives(ctx):
+    """A thread keeps running while this one waits in a collective whose
+    other ranks arrive a second late."""
+    count = [0]
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            count[0] += 1
+
+    th = threading.Thread(target=spin)
+    th.start()
+    try:
+        if ctx.rank != 0:
+            time.sleep(1.0)
+        before = count[0]
+        t0 = time.monotonic()
+        buf = ctx.buffer()
+        waited = time.monotonic() - t0
+        ran = count[0] - before
+        buf.destroy()
+    finally:
+        stop.set()
+        th.join()
+    if ctx.rank == 0:
+        assert waited > 0.5, "rank 0 did not wait for the late ranks (%.2f s)" % waited
+        assert ran > 10000, "the other thread made %d steps in %.2f s: the GIL was held" % (ran, waited)
+
+
+def case_storage_size_hint(ctx):
+    gpu, cpu = engram.Buffer.get_engram_storage_size_hint(524288, 128, 512 * 24, torch.bfloat16)
+    assert (gpu, cpu) == (512 * 24 * 256, 524288 * 256), (gpu, cpu)
+    gpu, cpu = engram.Buffer.get_engram_storage_size_hint(10, 100, 3, "float8_e4m3fn")  # rows of 100 B -> 128
+    assert (gpu, cpu) == (3 * 128, 10 * 128), (gpu, cpu)
+
+
+CASES = [(name[len("case_"):], fn) for name, fn in globals().items() if name.startswith("case_")]

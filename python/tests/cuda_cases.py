@@ -1,0 +1,125 @@
+"""The device-tier cases (test_cuda.py): recv='cuda' with the table in host
+memory and in GPU memory, bf16 and fp8 + scales, int32 indices and an
+explicit stream, bad indices, lifecycle, and a fetch captured in a CUDA graph
+and replayed with new indices written into its static index tensor. Ranks
+share the GPUs round-robin."""
+import torch
+
+import engram
+from cpu_cases import allgather, expect
+
+E, H, T, K, P = 4096, 128, 512, 24, 4
+
+
+class Context:
+    def __init__(self, rank, world, config):
+        self.rank, self.world, self.config = rank, world, dict(config)
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+        self.group = engram.Group.from_torch(local_size=world)
+        gen = torch.Generator().manual_seed(2000 + rank)
+        self.shard_bytes = torch.randint(0, 256, (E, H * 2), dtype=torch.uint8, generator=gen)
+        self.full_bytes = allgather(self.shard_bytes)
+        self.scales = torch.randint(-2**31, 2**31 - 1, (world * E, P), dtype=torch.int32,
+                                    generator=torch.Generator().manual_seed(9))
+        self.gen = torch.Generator().manual_seed(300 + rank)
+
+    def indices(self, tokens=T):
+        return torch.randint(0, self.world * E, (tokens, K), generator=self.gen)
+
+    def buffer(self, gpu_table, dtype=torch.bfloat16, packs=0):
+        return engram.Buffer(self.group, E, H, dtype, T, K, num_sf_packs=packs, recv="cuda",
+                             config=dict(self.config, gpu_table=gpu_table))
+
+
+def check_rows(ctx, gpu_table, idx_dtype=torch.int64, use_stream=False):
+    with ctx.buffer(gpu_table) as buf:
+        buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
+        idx = ctx.indices()
+        stream = torch.cuda.Stream() if use_stream else None
+        hook = buf.engram_fetch(idx.to(idx_dtype).cuda(), stream=stream)
+        rows, sf = hook()
+        if stream is not None:
+            stream.synchronize()
+        assert rows.is_cuda and rows.dtype == torch.bfloat16 and tuple(rows.shape) == (T, K * H) and sf is None
+        assert torch.equal(rows.view(torch.uint8).cpu(), ctx.full_bytes[idx].reshape(T, K * H * 2))
+        del rows, hook
+
+
+def case_cuda_host_table(ctx):
+    check_rows(ctx, "host_numa")
+
+
+def case_cuda_device_table(ctx):
+    check_rows(ctx, "device")
+
+
+def case_cuda_int32_indices_own_stream(ctx):
+    check_rows(ctx, "host_numa", torch.int32, use_stream=True)
+
+
+def check_fp8(ctx, gpu_table, col_major):
+    with ctx.buffer(gpu_table, dtype="float8_e4m3fn", packs=P) as buf:
+        buf.engram_write(ctx.shard_bytes[:, :H].contiguous(), ctx.scales)
+        idx = ctx.indices()
+        rows, sf = buf.engram_fetch(idx.cuda(), use_tma_aligned_col_major_sf=col_major)()
+        assert rows.dtype == getattr(torch, "float8_e4m3fn", torch.uint8)
+        assert torch.equal(rows.view(torch.uint8).cpu(), ctx.full_bytes[:, :H][idx].reshape(T, K * H))
+        assert sf.is_cuda and sf.stride() == ((1, (T + 3) // 4 * 4) if col_major else (K * P, 1))
+        assert torch.equal(sf.cpu(), ctx.scales[idx].reshape(T, K * P))
+        del rows, sf
+
+
+def case_cuda_fp8_row_major(ctx):
+    check_fp8(ctx, "host_numa", False)
+
+
+def case_cuda_fp8_col_major_device_table(ctx):
+    check_fp8(ctx, "device", True)
+
+
+def case_cuda_bad_indices(ctx):
+    with ctx.buffer("host_numa") as buf:
+        buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
+        idx = ctx.indices()
+        idx[3, 4] = -5
+        e = expect(engram.BadIndexError, buf.engram_fetch(idx.cuda()))
+        assert (e.count, e.first_token, e.first_entry) == (1, 3, 4)
+        assert e.rows.is_cuda and not e.rows.view(torch.uint8).reshape(T, K, H * 2)[3, 4].any()
+        del e
+
+
+def case_cuda_lifecycle(ctx):
+    buf = ctx.buffer("host_numa")
+    buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
+    rows, _ = buf.engram_fetch(ctx.indices().cuda())()
+    expect(engram.BusyError, buf.destroy)
+    del rows
+    buf.destroy()
+    expect(engram.StateError, buf.engram_fetch, ctx.indices().cuda())
+
+
+def case_cuda_graph_capture_replay(ctx):
+    with ctx.buffer("host_numa") as buf:
+        buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
+        static_idx = ctx.indices().cuda()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up outside the graph, as torch asks
+            rows, _ = buf.engram_fetch(static_idx)()
+            del rows
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            hook = buf.engram_fetch(static_idx)
+            rows, _ = hook()
+            out = rows.view(torch.uint8).clone()  # a captured consumer of the rows
+        for _ in range(3):
+            idx = ctx.indices()
+            static_idx.copy_(idx)
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(out.cpu(), ctx.full_bytes[idx].reshape(T, K * H * 2)), "replay gave stale rows"
+        del rows, hook, out, graph
+
+
+CASES = [(name[len("case_"):], fn) for name, fn in globals().items() if name.startswith("case_")]

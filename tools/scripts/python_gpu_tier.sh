@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The Python package's device tier, on a GPU host without Bazel (Ubuntu,
+# python3 with torch, setuptools and gcc): builds python/ against an
+# installed CUDA-enabled libengram, then runs
+#   python/tests/test_cuda.py     recv='cuda', table in host memory and in GPU
+#                                 memory, fp8 + scales, CUDA graph capture/replay
+#   python/tests/test_launch.py   the fork launcher, Ctrl-C, torch blocked (CPU)
+#   examples/python/engram_fetch.py   DeepEP's default shape, recv=cuda, both
+#                                 gpu_table placements, and --overhead (C API vs Python)
+# and writes under OUT_DIR: python_gpu_tier.log (everything), pytest.xml,
+# engram_fetch_<placement>.txt, and a last line "python gpu tier: N passed,
+# N failed, N skipped; examples: N ok, N failed".
+#
+#   bash tools/scripts/python_gpu_tier.sh PREFIX OUT_DIR
+#
+# PREFIX holds lib/pkgconfig/engram.pc (pkg-config not needed: setup.py reads
+# the file when pkg-config is absent). PYTHON picks the interpreter (default
+# python3). The DLPack header comes from the system, else from torch
+# (ATen/dlpack.h, the same structs).
+set -uo pipefail
+if (($# != 2)); then
+    echo "usage: $0 PREFIX OUT_DIR" >&2
+    exit 2
+fi
+prefix=$(realpath "$1")
+mkdir -p "$2"
+out=$(realpath "$2")
+root=$(cd "$(dirname "$0")/../.." && pwd)
+py=${PYTHON:-python3}
+exec > >(tee "$out/python_gpu_tier.log") 2>&1
+work=$(mktemp -d /tmp/engram-python-gpu.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+echo "== $(date -u) $(uname -n); $($py --version 2>&1); torch $($py -c 'import torch; print(torch.__version__, torch.version.cuda)' 2>&1)"
+nvidia-smi -L 2>&1 | head -8
+
+if ! echo '#include <dlpack/dlpack.h>' | gcc -E -x c - >/dev/null 2>&1; then
+    tinc=$($py -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "include"))')
+    mkdir -p "$work/include/dlpack"
+    echo '#include <ATen/dlpack.h>' >"$work/include/dlpack/dlpack.h"
+    export CFLAGS="-I$work/include -I$tinc ${CFLAGS:-}"
+    echo "== dlpack/dlpack.h from torch: $tinc/ATen/dlpack.h"
+fi
+
+cp -r "$root/python" "$work/python"
+echo "== building the extension against $prefix"
+if ! (cd "$work/python" && PKG_CONFIG_PATH=$prefix/lib/pkgconfig "$py" setup.py -q build_ext --inplace); then
+    echo "python gpu tier: 0 passed, 1 failed, 0 skipped; examples: 0 ok, 0 failed (the extension did not build)"
+    exit 1
+fi
+export PYTHONPATH=$work/python
+export LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export ENGRAM_LOG_LEVEL=${ENGRAM_LOG_LEVEL:-warn}
+"$py" -m engram.info | tee "$out/engram_info.txt"
+
+echo "== pytest"
+(cd "$work/python/tests" && "$py" -m pytest -rA -p no:cacheprovider --junitxml="$out/pytest.xml" \
+    test_cuda.py test_launch.py)
+counts=$("$py" - "$out/pytest.xml" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+try:
+    root = ET.parse(sys.argv[1]).getroot()
+except (OSError, ET.ParseError):
+    print("0 passed, 1 failed, 0 skipped")
+    sys.exit()
+suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+n = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
+bad = n["failures"] + n["errors"]
+print("%d passed, %d failed, %d skipped" % (n["tests"] - bad - n["skipped"], bad, n["skipped"]))
+PY
+)
+
+ok=0
+bad=0
+for placement in host_numa device; do
+    echo "== engram_fetch.py --gpu-table $placement (DeepEP's default shape)"
+    extra=()
+    [[ $placement == host_numa ]] && extra=(--overhead)
+    if timeout 600 "$py" "$root/examples/python/engram_fetch.py" --recv cuda --gpu-table "$placement" "${extra[@]}" \
+        | tee "$out/engram_fetch_$placement.txt"; then
+        ok=$((ok + 1))
+    else
+        bad=$((bad + 1))
+    fi
+done
+echo "python gpu tier: $counts; examples: $ok ok, $bad failed"
