@@ -7,6 +7,7 @@
 #   python/tests/test_launch.py   the fork launcher, Ctrl-C, torch blocked (CPU)
 #   examples/python/engram_fetch.py   DeepEP's default shape, recv=cuda, both
 #                                 gpu_table placements, and --overhead (C API vs Python)
+#   tools/overlap_bench.py        fetch beside a bf16 GEMM (OVERLAP=0 skips it)
 # and writes under OUT_DIR: python_gpu_tier.log (everything), pytest.xml,
 # engram_fetch_<placement>.txt, and a last line "python gpu tier: N passed,
 # N failed, N skipped; examples: N ok, N failed".
@@ -83,4 +84,15 @@ for placement in host_numa device; do
         bad=$((bad + 1))
     fi
 done
+# Fetch beside compute (issue 17): skipped with OVERLAP=0; its JSON lines
+# and table go to OUT_DIR/overlap.jsonl / overlap.txt.
+if [[ ${OVERLAP:-1} != 0 ]]; then
+    echo "== overlap_bench.py"
+    if timeout "${OVERLAP_TIMEOUT_S:-420}" "$py" "$root/tools/overlap_bench.py" --json "$out/overlap.jsonl" \
+        | tee "$out/overlap.txt"; then
+        ok=$((ok + 1))
+    else
+        bad=$((bad + 1))
+    fi
+fi
 echo "python gpu tier: $counts; examples: $ok ok, $bad failed"
