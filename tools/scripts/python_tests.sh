@@ -23,7 +23,11 @@ fi
 pcdir=$prefix/lib/pkgconfig
 
 /usr/bin/python3 -m venv --system-site-packages "$work/venv" || exit 1
-PKG_CONFIG_PATH=$pcdir "$work/venv/bin/pip" install -q --no-build-isolation --no-deps "$root/python" || exit 1
+# Built from a copy: setuptools reuses a build/ left in the source tree by an
+# earlier build, which links against that build's (long gone) prefix.
+mkdir -p "$work/src"
+(cd python && tar --exclude=build --exclude='*.egg-info' --exclude=__pycache__ -cf - .) | (cd "$work/src" && tar -xf -)
+PKG_CONFIG_PATH=$pcdir "$work/venv/bin/pip" install -q --no-build-isolation --no-deps "$work/src" || exit 1
 # From python/tests: the installed package is imported, never the sources in python/engram.
 (cd python/tests && ENGRAM_LOG_LEVEL=error "$work/venv/bin/python" -m pytest -rA -p no:cacheprovider \
     --junitxml="$junit" .)
