@@ -88,7 +88,9 @@ done
 # and table go to OUT_DIR/overlap.jsonl / overlap.txt.
 if [[ ${OVERLAP:-1} != 0 ]]; then
     echo "== overlap_bench.py"
-    if timeout "${OVERLAP_TIMEOUT_S:-420}" "$py" "$root/tools/overlap_bench.py" --json "$out/overlap.jsonl" \
+    # info: gpu_sms=auto logs the budget it picked.
+    if ENGRAM_LOG_LEVEL=info timeout "${OVERLAP_TIMEOUT_S:-420}" "$py" "$root/tools/overlap_bench.py" \
+        --json "$out/overlap.jsonl" 2>&1 \
         | tee "$out/overlap.txt"; then
         ok=$((ok + 1))
     else
