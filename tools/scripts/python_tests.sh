@@ -23,7 +23,11 @@ fi
 pcdir=$prefix/lib/pkgconfig
 
 /usr/bin/python3 -m venv --system-site-packages "$work/venv" || exit 1
-PKG_CONFIG_PATH=$pcdir "$work/venv/bin/pip" install -q --no-build-isolation --no-deps "$root/python" || exit 1
+# From a copy without python/build: setuptools reuses an in-tree build whose
+# sources did not change, and its extension's rpath names an earlier prefix.
+mkdir "$work/src" && tar -C "$root/python" --exclude=./build --exclude='./*.egg-info' -cf - . | tar -C "$work/src" -xf - \
+    || exit 1
+PKG_CONFIG_PATH=$pcdir "$work/venv/bin/pip" install -q --no-build-isolation --no-deps "$work/src" || exit 1
 # From python/tests: the installed package is imported, never the sources in python/engram.
 (cd python/tests && ENGRAM_LOG_LEVEL=error "$work/venv/bin/python" -m pytest -rA -p no:cacheprovider \
     --junitxml="$junit" .)
