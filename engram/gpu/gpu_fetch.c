@@ -151,6 +151,12 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
                             "engram_fetch_on_stream: stream is capturing a CUDA graph, but rows of other nodes "
                             "come through the host transport (routed on the host, which a graph cannot replay)");
+    /* Reclaiming a retired slot queries its event, which capture forbids. */
+    int retired = atomic_load(&t->retired_slots);
+    if (capture != cudaStreamCaptureStatusNone && retired > 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_STATE, "engram_fetch_on_stream: stream is capturing a CUDA graph, but %d "
+                                              "receive slots are retired by timed-out fetches; fetch once outside "
+                                              "the capture (a warm-up) to reclaim them", retired);
     engram_fetch_slot_t *f = engram_fetch_begin(t, 0, t->ctx->num_queues, num_tokens, flags);
     if (f == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_fetch_on_stream: all %d receive slots are in flight "
