@@ -309,6 +309,25 @@ engram_status_t engram_wait(engram_fetch_t *fetch, const void **rows, const uint
     return ENGRAM_OK;
 }
 
+engram_status_t engram_fetch_buffers(engram_fetch_t *fetch, const void **rows, const uint32_t **scales)
+{
+    engram_fetch_slot_t *f = engram_handle_lookup(fetch, "engram_fetch_buffers");
+    if (f == NULL)
+        return ENGRAM_ERR_INVALID;
+    /* Host receive slots are written by the gets: nothing orders a reader
+     * behind them but a completed wait. */
+    if (f->table->params.recv != ENGRAM_RECV_CUDA && !f->completed)
+        return ENGRAM_ERROR(ENGRAM_ERR_STATE, "engram_fetch_buffers: a recv=HOST fetch's rows are there only "
+                                              "after engram_wait (or engram_test) has seen it complete");
+    if (f->completed && f->status != ENGRAM_OK)
+        return ENGRAM_ERROR(f->status, "engram_fetch_buffers: the fetch failed: %s", engram_status_str(f->status));
+    if (rows)
+        *rows = f->rows;
+    if (scales)
+        *scales = f->sf;
+    return ENGRAM_OK;
+}
+
 engram_status_t engram_fetch_bad_indices(const engram_fetch_t *fetch, uint64_t *count, uint32_t *first_token,
                                          uint32_t *first_entry)
 {

@@ -159,6 +159,14 @@ void engram_group_set_progress(engram_group_t *group, engram_group_progress_fn f
     group->progress_arg = arg;
 }
 
+int engram_group_progress(engram_group_t *group)
+{
+    if (group == NULL || group->progress == NULL)
+        return 0;
+    group->progress(group->progress_arg);
+    return 1;
+}
+
 int engram_group_waiting(engram_group_t *g, int left_ms)
 {
     if (g->progress == NULL)

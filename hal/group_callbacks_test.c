@@ -1,4 +1,6 @@
-/* The callbacks provider, driven by a fake in-process "framework". */
+/* The callbacks provider, driven by a fake in-process "framework"; its
+ * barrier serves the group's progress hook while it "waits"
+ * (engram_group_progress), as Python's Group.from_torch does. */
 #include <string.h>
 
 #include "hal/group.h"
@@ -8,6 +10,8 @@ typedef struct fake {
     int nranks;
     int allgathers, barriers, destroyed;
     int fail; /* what the callbacks return */
+    engram_group_t *serve; /* the barrier serves its progress hook, when set */
+    int served;            /* engram_group_progress calls that ran the hook */
 } fake_t;
 
 /* Every rank of the fake framework contributes what this one does. */
@@ -24,12 +28,19 @@ static int fake_barrier(void *ctx)
 {
     fake_t *f = ctx;
     f->barriers++;
+    for (int polls = 0; f->serve != NULL && polls < 3; polls++) /* "the others have not arrived yet" */
+        f->served += engram_group_progress(f->serve);
     return f->fail;
 }
 
 static void fake_destroy(void *ctx)
 {
     ((fake_t *)ctx)->destroyed++;
+}
+
+static void count_calls(void *arg)
+{
+    ++*(int *)arg;
 }
 
 static engram_group_callbacks_t callbacks(fake_t *f, int rank, int local_size)
@@ -63,6 +74,19 @@ int main(void)
     CHECK(engram_group_single_host(g) == 1);
     CHECK(engram_group_single_host(g) == 1);
     CHECK(f.allgathers == 2); /* cached after the first call */
+
+    /* a callback serving progress: the hook runs once per call, none: 0 */
+    int hook_calls = 0;
+    f.serve = g;
+    CHECK_OK(engram_group_barrier(g));
+    CHECK(f.served == 0); /* no hook yet */
+    engram_group_set_progress(g, count_calls, &hook_calls);
+    CHECK_OK(engram_group_barrier(g));
+    CHECK(f.served == 3 && hook_calls == 3);
+    engram_group_set_progress(g, NULL, NULL);
+    CHECK(engram_group_progress(g) == 0 && hook_calls == 3);
+    CHECK(engram_group_progress(NULL) == 0);
+    f.serve = NULL;
 
     f.fail = -5;
     CHECK_ERROR(engram_group_allgather(g, &mine, all, sizeof(mine)), ENGRAM_ERR_PEER, "returned -5");

@@ -1,13 +1,16 @@
 /* Fetch handles and release (one rank, recording transport):
  *   - a released handle whose slot a later fetch reuses is refused by
- *     engram_test, engram_wait, engram_fetch_bad_indices and
- *     engram_fetch_release (ENGRAM_ERR_INVALID), and the later fetch is
+ *     engram_test, engram_wait, engram_fetch_buffers,
+ *     engram_fetch_bad_indices and engram_fetch_release (ENGRAM_ERR_INVALID), and the later fetch is
  *     untouched (issue 13: releasing it twice released the later one);
  *   - so are handles never issued and handles of a destroyed table;
  *   - releasing a fetch whose gets never complete returns
  *     ENGRAM_ERR_TIMEOUT and retires its slot: not reused while they may
  *     land, taken back once they complete, their requests freed by the
- *     table's destroy otherwise; nothing leaks. */
+ *     table's destroy otherwise; nothing leaks;
+ *   - engram_fetch_buffers of a recv=HOST fetch: ENGRAM_ERR_STATE (its
+ *     out-parameters untouched) until a test has seen it complete, then
+ *     the pointers engram_wait gives. */
 #include <string.h>
 #include <time.h>
 
@@ -57,6 +60,9 @@ static void check_refused(engram_fetch_t *stale)
     CHECK_STATUS(engram_test(stale), ENGRAM_ERR_INVALID);
     CHECK(strstr(engram_last_error(), "engram_test: ") != NULL);
     CHECK_STATUS(engram_wait(stale, NULL, NULL), ENGRAM_ERR_INVALID);
+    const void *rows = &count;
+    CHECK_STATUS(engram_fetch_buffers(stale, &rows, NULL), ENGRAM_ERR_INVALID);
+    CHECK(rows == &count && strstr(engram_last_error(), "engram_fetch_buffers: ") != NULL);
     CHECK_STATUS(engram_fetch_bad_indices(stale, &count, NULL, NULL), ENGRAM_ERR_INVALID);
     CHECK(count == 7);
     CHECK_STATUS(engram_fetch_release(stale), ENGRAM_ERR_INVALID);
@@ -99,6 +105,33 @@ static void check_stale_handles(engram_context_t *ctx) /* fetch_slots = 1 */
     check_refused(live);
     check_rows(f4, 0);
     CHECK_OK(engram_fetch_release(f4));
+    CHECK_OK(engram_table_destroy(t));
+}
+
+static void check_buffers_host(engram_context_t *ctx) /* fetch_slots = 2, one queue */
+{
+    engram_table_t *t = open_table(ctx);
+    recording_test_status = ENGRAM_INPROGRESS;
+    engram_fetch_t *f = fetch(t, 0);
+    const void *rows = &rows;
+    const uint32_t *sf = NULL;
+    CHECK_STATUS(engram_fetch_buffers(f, &rows, &sf), ENGRAM_ERR_STATE);
+    CHECK(rows == &rows && sf == NULL && strstr(engram_last_error(), "recv=HOST") != NULL);
+    CHECK_STATUS(engram_test(f), ENGRAM_INPROGRESS);
+    CHECK_STATUS(engram_fetch_buffers(f, NULL, NULL), ENGRAM_ERR_STATE);
+    recording_test_status = ENGRAM_OK;
+    CHECK_OK(engram_test(f));
+    CHECK_OK(engram_fetch_buffers(f, &rows, &sf));
+    const void *wrows = NULL;
+    const uint32_t *wsf = NULL;
+    CHECK_OK(engram_wait(f, &wrows, &wsf));
+    CHECK(rows == wrows && sf == wsf && sf != NULL);
+    CHECK_OK(engram_fetch_buffers(f, NULL, NULL)); /* NULL out-parameters: allowed */
+    check_rows(f, 0);
+    CHECK_OK(engram_fetch_release(f));
+    CHECK_STATUS(engram_fetch_buffers(f, &rows, NULL), ENGRAM_ERR_INVALID);
+    CHECK_STATUS(engram_fetch_buffers(NULL, &rows, NULL), ENGRAM_ERR_INVALID);
+    CHECK(strstr(engram_last_error(), "fetch is NULL") != NULL);
     CHECK_OK(engram_table_destroy(t));
 }
 
@@ -166,6 +199,7 @@ int main(void)
     CHECK_OK(single_rank_close(g, ctx));
     const char *const two_slots[] = {"fetch_slots", "2", "timeout_ms", "300", "num_qps", "1", NULL};
     CHECK_OK(single_rank_open("recording", two_slots, &g, &ctx));
+    check_buffers_host(ctx);
     check_release_timed_out(ctx);
     CHECK_OK(single_rank_close(g, ctx));
     CHECK(recording_log.open_requests == 0 && recording_log.open_regions == 0);

@@ -143,13 +143,38 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
     engram_status_t st = check_args(t, indices, num_tokens, flags);
     if (st != ENGRAM_OK)
         return st;
+    engram_gpu_table_t *g = t->gpu;
+    enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing((cudaStream_t)stream, &capture) != cudaSuccess)
+        capture = cudaStreamCaptureStatusNone;
+    if (capture != cudaStreamCaptureStatusNone && g->remote != NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
+                            "engram_fetch_on_stream: stream is capturing a CUDA graph, but rows of other nodes "
+                            "come through the host transport (routed on the host, which a graph cannot replay)");
+    /* Reclaiming a retired slot queries its event, which capture forbids. */
+    int retired = atomic_load(&t->retired_slots);
+    if (capture != cudaStreamCaptureStatusNone && retired > 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_STATE, "engram_fetch_on_stream: stream is capturing a CUDA graph, but %d "
+                                              "receive slots are retired by timed-out fetches; fetch once outside "
+                                              "the capture (a warm-up) to reclaim them", retired);
     engram_fetch_slot_t *f = engram_fetch_begin(t, 0, t->ctx->num_queues, num_tokens, flags);
     if (f == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_fetch_on_stream: all %d receive slots are in flight "
                                              "(fetch_slots); wait and release one first", t->num_slots);
-    engram_gpu_table_t *g = t->gpu;
     int slot = (int)(f - t->slots);
     f->status = launch(f, g, slot, indices, stream);
+    if (capture != cudaStreamCaptureStatusNone) {
+        /* Captured: the graph's replays do the work, not this call, so the
+         * host has nothing to wait for (test/wait/release must not query the
+         * captured event). The launcher's wait is captured now, as no later
+         * host call would be. Bad indices of replays are zero-filled rows
+         * with no report. */
+        if (f->status == ENGRAM_OK && g->launch != NULL && g->wait_pending[slot])
+            f->status = queue_wait(g, slot);
+        f->completed = true;
+        *out = engram_handle_of(f);
+        return ENGRAM_OK;
+    }
     f->completed = f->status != ENGRAM_OK; /* nothing in flight after a failed launch */
     if (!f->completed && g->remote != NULL)
         f->status = engram_gpu_remote_issue(f, slot);

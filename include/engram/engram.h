@@ -154,7 +154,7 @@ ENGRAM_API engram_status_t engram_fetch_on_queues(engram_table_t *table, int fir
  * names one fetch, and stays valid until engram_fetch_release. A released
  * handle never names a later fetch (not even one that reuses its receive
  * slot), nor does a handle of a destroyed table: engram_test, engram_wait,
- * engram_fetch_bad_indices and engram_fetch_release refuse such a handle,
+ * engram_fetch_buffers, engram_fetch_bad_indices and engram_fetch_release refuse such a handle,
  * and NULL, with ENGRAM_ERR_INVALID and leave every fetch as it was. */
 
 /* ENGRAM_OK when complete, ENGRAM_INPROGRESS, or an error. */
@@ -172,6 +172,16 @@ ENGRAM_API engram_status_t engram_test(engram_fetch_t *fetch);
  * ENGRAM_ERR_TIMEOUT: the gets did not complete in time; the fetch is
  * still in flight (test or wait again, or release it). */
 ENGRAM_API engram_status_t engram_wait(engram_fetch_t *fetch, const void **rows, const uint32_t **scales);
+/* The fetch's receive buffers (rows, scales; laid out as engram_wait's)
+ * without waiting or touching the host's view of its completion, so it may
+ * be called while `stream` is being captured into a CUDA graph. recv=CUDA:
+ * the pointers are for stream-ordered use, work queued on the fetch's
+ * stream after engram_fetch_on_stream sees the rows. recv=HOST: only once
+ * engram_test/engram_wait has seen the fetch complete (ENGRAM_ERR_STATE
+ * before). The pointers stay valid until engram_fetch_release; no
+ * bad-index report (engram_wait gives it). Either out-parameter may be
+ * NULL; set only on ENGRAM_OK. */
+ENGRAM_API engram_status_t engram_fetch_buffers(engram_fetch_t *fetch, const void **rows, const uint32_t **scales);
 /* The out-of-range indices of a completed fetch: their count and the first
  * one's (token, entry), 0 when none. Any out-parameter may be NULL. */
 ENGRAM_API engram_status_t engram_fetch_bad_indices(const engram_fetch_t *fetch, uint64_t *count,

@@ -86,9 +86,17 @@ ENGRAM_API int engram_group_timeout(const engram_group_t *group);
  * whose gets complete only while the owner's CPU serves them
  * (ENGRAM_CAP_OWNER_PROGRESS), so a rank parked at a barrier keeps serving
  * its peers. The fork and MPI providers honour it; a callbacks provider
- * blocks inside the caller's functions and cannot. */
+ * honours it by calling engram_group_progress while its callback waits. */
 typedef void (*engram_group_progress_fn)(void *arg);
 ENGRAM_API void engram_group_set_progress(engram_group_t *group, engram_group_progress_fn fn, void *arg);
+/* Calls the group's progress hook once; returns 1 if it has one, else 0
+ * (then there is nothing to serve and a callback may simply block). For a
+ * callbacks provider: call it in a loop, from the thread running the
+ * callback, while the framework's collective is in flight (start it
+ * asynchronously, poll its completion). Only from inside a callback: the
+ * hook drives the transport, which must not run concurrently with other
+ * calls on it, and a collective is such a call's only wait. */
+ENGRAM_API int engram_group_progress(engram_group_t *group);
 
 #ifdef __cplusplus
 }

@@ -158,7 +158,19 @@ class Buffer:
         call the hook for (rows, sf). recv="cuda": the fetch runs on `stream`
         (a torch.cuda.Stream or a cudaStream_t as an int), by default
         torch.cuda.current_stream(), and may be captured in a CUDA graph on one
-        node. num_qps: spread over that many queues (0 = all; host fetches).
+        node (or nccl_gin). Under capture the hook hands out the rows without
+        waiting (the graph's replays do the work; out-of-range indices give
+        zero rows, no BadIndexError) and the slot stays held while the rows
+        tensor lives, so keep it as long as the graph is replayed:
+
+            static_idx = torch.zeros(T, K, dtype=torch.int64, device="cuda")
+            buf.engram_fetch(static_idx)()          # warm up (side stream)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                hook = buf.engram_fetch(static_idx); rows, sf = hook()
+            static_idx.copy_(new_idx); g.replay()   # each step
+
+        Indices captured must be CUDA tensors. num_qps: spread over that many queues (0 = all; host fetches).
         use_tma_aligned_col_major_sf: scales column-major with the token
         stride 1 and a column stride of num_tokens rounded up to 4."""
         captured, own_stream = False, stream is not None
@@ -229,6 +241,9 @@ class Buffer:
         if captured and self.group.local_size < self.group.size and self.transport != "nccl_gin":
             raise StateError("engram_fetch: CUDA graph capture needs every rank on one node (or nccl_gin): rows "
                              "from other nodes come through the host transport, which a graph cannot replay")
+        if captured and not (_is_torch_tensor(indices) and indices.is_cuda):
+            raise InvalidArgumentError("engram_fetch: under CUDA graph capture indices must be a CUDA tensor "
+                                       "(a static one the graph reads at each replay)")
         if _is_torch_tensor(indices):
             if not indices.is_cuda:
                 indices = indices.to(torch.device("cuda", self.device), non_blocking=True)

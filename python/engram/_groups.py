@@ -8,6 +8,17 @@ from . import _engram
 from ._engram import Error, InvalidArgumentError
 
 
+def _serving(work) -> None:
+    """Waits for a torch collective started with async_op=True, serving the
+    group's progress hook meanwhile: with a transport whose gets need the
+    owner's CPU (ucx over shared memory or TCP) the peers' gets complete only
+    while this rank serves them, also while it is parked in a collective."""
+    while not work.is_completed():
+        if not _engram.Group._serve_progress():
+            break  # nothing to serve: block
+    work.wait()  # raises the collective's error, if any
+
+
 class Group(_engram.Group):
     __doc__ = _engram.Group.__doc__
 
@@ -43,11 +54,11 @@ class Group(_engram.Group):
             out = torch.empty(size * n, dtype=torch.uint8)
             if n:
                 mine = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-                dist.all_gather(list(out.split(n)), mine, group=cpu)
+                _serving(dist.all_gather(list(out.split(n)), mine, group=cpu, async_op=True))
             return out.numpy()
 
         def barrier():
-            dist.barrier(group=cpu)
+            _serving(dist.barrier(group=cpu, async_op=True))
 
         g = cls._from_callbacks(rank, size, local_size, allgather, barrier)
         g._keep = cpu  # the side group lives as long as this group

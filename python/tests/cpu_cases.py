@@ -52,18 +52,7 @@ class Skip(Exception):
     """A case that cannot run in this configuration (ranks.py records the reason)."""
 
 
-OWNER_PROGRESS_SKIP = ("ucx hybrid over a torch group: owners must serve the gets (gets emulated over active "
-                       "messages), and a rank blocked in a gloo collective cannot (the callbacks provider has no "
-                       "progress hook); test_launch.py runs it over the fork launcher, which serves")
-
-
-def no_owner_progress(ctx, hybrid):
-    if hybrid and ctx.config.get("transport") == "ucx":
-        raise Skip(OWNER_PROGRESS_SKIP)
-
-
 def check_bf16(ctx, group, hybrid, idx_dtype):
-    no_owner_progress(ctx, hybrid)
     with ctx.buffer(group, hybrid=hybrid) as buf:
         buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
         idx = ctx.indices.to(idx_dtype)
@@ -92,7 +81,6 @@ def case_bf16_direct_two_nodes(ctx):
 
 
 def check_fp8(ctx, hybrid, col_major):
-    no_owner_progress(ctx, hybrid)
     shard = ctx.shard_bytes[:, :H]  # fp8 rows: H bytes
     full = ctx.full_bytes[:, :H]
     group = ctx.nodes2 if hybrid else ctx.node

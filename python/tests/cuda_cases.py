@@ -98,10 +98,16 @@ def case_cuda_lifecycle(ctx):
     expect(engram.StateError, buf.engram_fetch, ctx.indices().cuda())
 
 
-def case_cuda_graph_capture_replay(ctx):
-    with ctx.buffer("host_numa") as buf:
-        buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
-        static_idx = ctx.indices().cuda()
+def check_graph(ctx, gpu_table, packs, idx_dtype):
+    """The pattern of the README: a static index tensor, a warm-up, the hook
+    captured in a graph, then new indices copied in before each replay (a bad
+    one included: zero rows, no report under a graph)."""
+    dtype = "float8_e4m3fn" if packs else torch.bfloat16
+    width = H if packs else H * 2
+    with ctx.buffer(gpu_table, dtype=dtype, packs=packs) as buf:
+        buf.engram_write(ctx.shard_bytes[:, :width].contiguous() if packs else ctx.shard_bytes.view(torch.bfloat16),
+                         ctx.scales if packs else None)
+        static_idx = ctx.indices().to(idx_dtype).cuda()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # warm-up outside the graph, as torch asks
@@ -110,16 +116,37 @@ def case_cuda_graph_capture_replay(ctx):
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
+            expect(engram.InvalidArgumentError, buf.engram_fetch, ctx.indices())  # host indices: refused
             hook = buf.engram_fetch(static_idx)
-            rows, _ = hook()
+            rows, sf = hook()
             out = rows.view(torch.uint8).clone()  # a captured consumer of the rows
-        for _ in range(3):
+        for step in range(4):
             idx = ctx.indices()
-            static_idx.copy_(idx)
+            if step == 3:
+                idx[2, 5] = ctx.world * E  # out of range
+            static_idx.copy_(idx.to(idx_dtype))
             graph.replay()
             torch.cuda.synchronize()
-            assert torch.equal(out.cpu(), ctx.full_bytes[idx].reshape(T, K * H * 2)), "replay gave stale rows"
-        del rows, hook, out, graph
+            want = ctx.full_bytes[:, :width][idx.clamp(0, ctx.world * E - 1)].reshape(T, K, width).clone()
+            if step == 3:
+                want[2, 5] = 0
+            assert torch.equal(out.cpu(), want.reshape(T, K * width)), "replay %d gave stale rows" % step
+            if packs:
+                want_sf = ctx.scales[idx.clamp(0, ctx.world * E - 1)].reshape(T, K, P).clone()
+                if step == 3:
+                    want_sf[2, 5] = 0
+                assert torch.equal(sf.cpu(), want_sf.reshape(T, K * P)), "replay %d gave stale scales" % step
+        # the captured rows hold the slot: the buffer cannot go while they live
+        expect(engram.BusyError, buf.destroy)
+        del rows, sf, hook, out, graph
+
+
+def case_cuda_graph_capture_replay(ctx):
+    check_graph(ctx, "host_numa", 0, torch.int64)
+
+
+def case_cuda_graph_fp8_scales_int32_device_table(ctx):
+    check_graph(ctx, "device", P, torch.int32)
 
 
 CASES = [(name[len("case_"):], fn) for name, fn in globals().items() if name.startswith("case_")]

@@ -305,7 +305,8 @@ static PyObject *wait_views(eg_fetch_t *self, int as_capsules)
     char message[1024] = "";
     if (st == ENGRAM_OK || st == ENGRAM_ERR_BAD_INDEX) {
         eg_table_lock(self->table);
-        st = engram_wait(self->f, &rows, &sf);
+        /* under capture nothing may wait on the host: the pointers only */
+        st = self->captured ? engram_fetch_buffers(self->f, &rows, &sf) : engram_wait(self->f, &rows, &sf);
         if (st != ENGRAM_OK)
             snprintf(message, sizeof(message), "%s", engram_last_error());
         eg_table_unlock(self->table);

@@ -21,13 +21,21 @@ static void save_callback_error(eg_group_obj_t *self)
     Py_XSETREF(self->cb_error, exc);
 }
 
+/* The group whose callback this thread runs: Group._serve_progress serves
+ * it (the callbacks get no group argument, and a closure over the Group
+ * would be a reference cycle). */
+static _Thread_local eg_group_obj_t *in_callback;
+
 static int cb_allgather(void *ctx, const void *send, void *recv, size_t bytes)
 {
     eg_group_obj_t *self = ctx;
     PyGILState_STATE gs = PyGILState_Ensure();
     int rc = 1;
     PyObject *arg = PyBytes_FromStringAndSize(send, (Py_ssize_t)bytes);
+    eg_group_obj_t *outer = in_callback;
+    in_callback = self;
     PyObject *res = arg ? PyObject_CallOneArg(self->allgather, arg) : NULL;
+    in_callback = outer;
     Py_XDECREF(arg);
     if (res != NULL) {
         Py_buffer view;
@@ -54,7 +62,10 @@ static int cb_barrier(void *ctx)
 {
     eg_group_obj_t *self = ctx;
     PyGILState_STATE gs = PyGILState_Ensure();
+    eg_group_obj_t *outer = in_callback;
+    in_callback = self;
     PyObject *res = PyObject_CallNoArgs(self->barrier);
+    in_callback = outer;
     int rc = res == NULL;
     if (rc)
         save_callback_error(self);
@@ -255,11 +266,26 @@ static PyObject *group_repr(eg_group_obj_t *self)
                                 engram_group_local_size(self->g));
 }
 
+static PyObject *group_serve_progress(PyObject *cls, PyObject *noargs)
+{
+    (void)cls;
+    (void)noargs;
+    engram_group_t *g = in_callback != NULL ? in_callback->g : NULL;
+    int served;
+    Py_BEGIN_ALLOW_THREADS
+    served = engram_group_progress(g);
+    Py_END_ALLOW_THREADS
+    return PyBool_FromLong(served);
+}
+
 static PyMethodDef group_methods[] = {
     {"_from_callbacks", (PyCFunction)(void (*)(void))group_from_callbacks, METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "_from_callbacks(rank, size, local_size, allgather, barrier)\n--\n\nA group whose collectives call "
      "allgather(bytes) -> bytes (every rank's contribution, rank-ordered) and barrier(). "
      "Use Group.from_torch / Group.from_mpi."},
+    {"_serve_progress", (PyCFunction)group_serve_progress, METH_NOARGS | METH_STATIC,
+     "_serve_progress() -> bool\n--\n\nFrom inside an allgather/barrier callback: serves the group's progress "
+     "hook once (the transport's owner-side gets); False when it has none or outside a callback."},
     {"solo", (PyCFunction)group_solo, METH_NOARGS | METH_CLASS, "solo()\n--\n\nA group of this process alone."},
     {"barrier", (PyCFunction)group_barrier, METH_NOARGS, "barrier()\n--\n\nCollective; the GIL is released."},
     {"allgather", (PyCFunction)group_allgather, METH_O,
