@@ -111,8 +111,8 @@ def check_graph(ctx, gpu_table, packs, idx_dtype):
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # warm-up outside the graph, as torch asks
-            rows, _ = buf.engram_fetch(static_idx)()
-            del rows
+            rows, sf = buf.engram_fetch(static_idx)()
+            del rows, sf  # both views: a live sf would hold the warm-up's slot
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
