@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hal/deadline.h"
 #include "hal/host_id.h"
 #include "hal/log.h"
 #include "memory/fd_pass.h"
@@ -52,13 +53,6 @@ typedef struct fd_exchange {
     char *served;
     int to_receive, to_serve;
 } fd_exchange_t;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static uint64_t ns_inode(const char *path)
 {
@@ -200,7 +194,7 @@ static void describe_pending(const fd_exchange_t *x, char *buf, size_t len)
 /* Step 2: connect, receive and serve until done or the deadline. */
 static engram_status_t exchange(fd_exchange_t *x)
 {
-    int64_t deadline = now_ms() + engram_group_timeout(x->group);
+    engram_deadline_t deadline = engram_deadline_start(engram_group_timeout(x->group));
     struct pollfd *pfds = calloc((size_t)x->n + 1, sizeof(*pfds));
     int *who = calloc((size_t)x->n + 1, sizeof(*who)); /* rank behind each pfd, -1 for the listener */
     engram_status_t st = ENGRAM_OK;
@@ -226,15 +220,14 @@ static engram_status_t exchange(fd_exchange_t *x)
         }
         if (st != ENGRAM_OK)
             break;
-        int64_t left = deadline - now_ms();
-        if (left <= 0) {
+        int wait = engram_deadline_remaining_ms(&deadline);
+        if (wait == 0) {
             char pending[256];
             describe_pending(x, pending, sizeof(pending));
             st = ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT, "fd share on rank %d: timed out after %d ms; still pending: %s",
                               x->me, engram_group_timeout(x->group), pending);
             break;
         }
-        int wait = left > INT_MAX ? INT_MAX : (int)left;
         if (connecting && wait > FD_RETRY_MS)
             wait = FD_RETRY_MS;
         if (poll(pfds, (nfds_t)np, wait) < 0 && errno != EINTR) {
