@@ -25,6 +25,7 @@
 
 #include "hal/deadline.h"
 #include "hal/host_id.h"
+#include "hal/group.h"
 #include "hal/log.h"
 #include "memory/fd_pass.h"
 
@@ -243,23 +244,6 @@ static engram_status_t exchange(fd_exchange_t *x)
     return st;
 }
 
-/* Step 3: every rank learns whether every rank succeeded. */
-static engram_status_t agree(engram_group_t *group, engram_status_t mine)
-{
-    int n = engram_group_size(group);
-    int32_t *all = calloc((size_t)n, sizeof(*all)), me = mine;
-    if (all == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "fd share: no memory for %d statuses", n);
-    engram_status_t st = engram_group_allgather(group, &me, all, sizeof(me));
-    for (int r = 0; st == ENGRAM_OK && r < n; r++)
-        if (all[r] != ENGRAM_OK)
-            st = mine != ENGRAM_OK ? mine
-                                   : ENGRAM_ERROR(ENGRAM_ERR_PEER, "fd share: rank %d failed its part of the exchange (%s)",
-                                                  r, engram_status_str((engram_status_t)all[r]));
-    free(all);
-    return st;
-}
-
 static engram_status_t check_records(const fd_record_t *all, int n, int me)
 {
     for (int r = 0; r < n; r++) {
@@ -267,8 +251,7 @@ static engram_status_t check_records(const fd_record_t *all, int n, int me)
             continue;
         if (r == me)
             return (engram_status_t)all[r].status; /* logged by record_fill */
-        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "fd share: rank %d cannot take part (%s)", r,
-                            engram_status_str((engram_status_t)all[r].status));
+        return engram_group_peer_failed(r, (engram_status_t)all[r].status, "take part in the fd share");
     }
     return ENGRAM_OK;
 }
@@ -311,7 +294,8 @@ engram_status_t engram_fd_allgather(engram_group_t *group, int my_fd, int *fds)
     close_fds(x.conn, n);
     close(x.listen_fd);
     x.listen_fd = -1;
-    st = agree(group, local);
+    /* Step 3: every rank learns whether every rank succeeded. */
+    st = engram_group_agree_step(group, local, "complete its part of the fd share");
     if (st != ENGRAM_OK)
         close_fds(x.got, n);
     else
