@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hal/deadline.h"
 #include "hal/group.h"
 #include "memory/fd_share.h"
 #include "tests/check.h"
@@ -22,9 +23,7 @@
 
 static int64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return engram_now_ms();
 }
 
 static int open_fd_count(void)
