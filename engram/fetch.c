@@ -8,6 +8,7 @@
 #include "engram/fetch_handle.h"
 #include "engram/gpu/gpu_table.h"
 #include "engram/internal.h"
+#include "hal/deadline.h"
 #include "hal/log.h"
 
 /* The slot's test: its flush requests, or its GPU work. */
@@ -257,33 +258,21 @@ engram_status_t engram_test(engram_fetch_t *fetch)
     return f == NULL ? ENGRAM_ERR_INVALID : test_slot(f);
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static engram_status_t wait_complete(engram_fetch_slot_t *f)
 {
     engram_context_t *ctx = f->table->ctx;
     bool serve = engram_context_needs_progress(ctx);
-    int64_t deadline = 0;
-    for (unsigned spins = 0;; spins++) {
+    engram_deadline_t deadline = engram_deadline_start(ctx->cfg.timeout_ms);
+    for (unsigned spins = 0;;) {
         if (serve)
             (void)ctx->ops->progress(ctx->transport);
         engram_status_t st = test_slot(f);
         if (st != ENGRAM_INPROGRESS)
             return st;
-        if ((spins & 1023) == 0) {
-            int64_t now = now_ms();
-            if (deadline == 0) {
-                deadline = now + f->table->ctx->cfg.timeout_ms;
-            } else if (now > deadline) {
-                f->timed_out = true;
-                return ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT, "engram_wait: %d flush requests still pending after %lld ms",
-                                    f->num_reqs, (long long)f->table->ctx->cfg.timeout_ms);
-            }
+        if (engram_spin_due(&spins, ENGRAM_SPINS_PER_CLOCK_READ) && engram_deadline_expired(&deadline)) {
+            f->timed_out = true;
+            return ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT, "engram_wait: %d flush requests still pending after %lld ms",
+                                f->num_reqs, (long long)ctx->cfg.timeout_ms);
         }
     }
 }

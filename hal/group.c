@@ -83,7 +83,18 @@ engram_status_t engram_group_barrier(engram_group_t *group)
     return group->ops->barrier(group);
 }
 
+engram_status_t engram_group_peer_failed(int rank, engram_status_t status, const char *what)
+{
+    return ENGRAM_ERROR(status, "rank %d failed to %s (%s); abandoning the collective call", rank,
+                        what ? what : "complete the collective call", engram_status_str(status));
+}
+
 engram_status_t engram_group_agree(engram_group_t *group, engram_status_t local)
+{
+    return engram_group_agree_step(group, local, NULL);
+}
+
+engram_status_t engram_group_agree_step(engram_group_t *group, engram_status_t local, const char *what)
 {
     int n = engram_group_size(group);
     int32_t *all = calloc((size_t)n, sizeof(*all));
@@ -94,8 +105,7 @@ engram_status_t engram_group_agree(engram_group_t *group, engram_status_t local)
     if (st == ENGRAM_OK && local == ENGRAM_OK) {
         for (int r = 0; r < n; r++) {
             if (all[r] != ENGRAM_OK) {
-                st = ENGRAM_ERROR((engram_status_t)all[r], "rank %d failed (%s); abandoning the collective call",
-                                  r, engram_status_str((engram_status_t)all[r]));
+                st = engram_group_peer_failed(r, (engram_status_t)all[r], what);
                 break;
             }
         }

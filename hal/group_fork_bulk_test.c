@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hal/deadline.h"
 #include "hal/group.h"
 #include "hal/group_fork_wire.h"
 #include "hal/group_provider.h"
@@ -27,9 +28,7 @@ typedef struct bulk {
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return (double)engram_now_ns() * 1e-9;
 }
 
 /* Word i of rank r's contribution in round `round`: distinct for every

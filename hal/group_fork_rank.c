@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "hal/deadline.h"
 #include "hal/group_fork_wire.h"
 #include "hal/group_provider.h"
 #include "hal/log.h"
@@ -33,16 +34,16 @@ static engram_status_t move_all(engram_group_t *g, io_fn io, short events, void 
 {
     int fd = ((fork_rank_t *)g->provider)->fd;
     size_t done = 0;
-    int64_t deadline = fork_now_ms() + timeout_ms;
+    engram_deadline_t deadline = engram_deadline_start(timeout_ms);
     for (;;) {
         size_t before = done;
         engram_status_t st = io(fd, head, head_len, body, body_len, &done);
         if (st != ENGRAM_OK || done == head_len + body_len)
             return st;
         if (done != before)
-            deadline = fork_now_ms() + timeout_ms;
+            deadline = engram_deadline_start(timeout_ms);
         struct pollfd p = {.fd = fd, .events = events};
-        int left = fork_ms_left(deadline);
+        int left = engram_deadline_remaining_ms(&deadline);
         if (left == 0)
             return ENGRAM_ERR_TIMEOUT;
         if (poll(&p, 1, engram_group_waiting(g, left)) < 0 && errno != EINTR)

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "hal/deadline.h"
 #include "hal/group_fork_wire.h"
 #include "hal/log.h"
 
@@ -140,7 +141,7 @@ static void relay_fail(relay_t *r, engram_status_t status, int culprit, const ch
     memcpy(r->failure, &head, sizeof(head));
     r->failure_iov = (struct iovec){r->failure, sizeof(head) + (size_t)head.bytes};
     ENGRAM_DEBUG("fork launcher: group failed: %s", r->failure + sizeof(head));
-    r->kill_deadline = fork_now_ms() + RELAY_KILL_GRACE_MS;
+    r->kill_deadline = engram_now_ms() + RELAY_KILL_GRACE_MS;
     for (int i = 0; i < r->n; i++) {
         kid_t *k = &r->kids[i];
         body_free(k->body, (size_t)k->req.bytes);
@@ -172,7 +173,7 @@ static int relay_live(const relay_t *r)
 
 static void relay_kill_stragglers(relay_t *r)
 {
-    if (!r->failed || r->killed || fork_now_ms() < r->kill_deadline)
+    if (!r->failed || r->killed || engram_now_ms() < r->kill_deadline)
         return;
     r->killed = 1;
     for (int i = 0; i < r->n; i++) {
@@ -231,10 +232,10 @@ static void kid_readable(relay_t *r, int rank)
         if (st == ENGRAM_OK && k->in_done >= head)
             st = fork_recv_some(k->c->fd, &k->req, head, k->body, (size_t)k->req.bytes, &k->in_done);
         if (k->in_done > before)
-            r->intake_ms = fork_now_ms();
+            r->intake_ms = engram_now_ms();
         if (st == ENGRAM_OK && k->in_done == head + k->req.bytes) {
             k->phase = KID_WAITING;
-            k->told_ms = fork_now_ms();
+            k->told_ms = engram_now_ms();
         }
     }
     if (st != ENGRAM_OK)
@@ -280,7 +281,7 @@ static void kid_writable(relay_t *r, kid_t *k)
  * large collective that is moving is not taken for a stalled one. */
 static void relay_tell_progress(relay_t *r)
 {
-    int64_t now = fork_now_ms();
+    int64_t now = engram_now_ms();
     for (int i = 0; i < r->n; i++) {
         kid_t *k = &r->kids[i];
         if (k->phase != KID_WAITING || k->out != NULL || r->intake_ms <= k->told_ms ||

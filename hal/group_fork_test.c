@@ -7,15 +7,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hal/deadline.h"
 #include "hal/group.h"
+#include "hal/log.h"
 #include "hal/testdata/check_error.h"
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#define now_ms engram_now_ms
 
 static uint8_t pattern(int rank, int round, size_t i)
 {
@@ -156,6 +153,35 @@ static int progress_main(engram_group_t *g, void *arg)
     return 0;
 }
 
+/* Agreement: every rank fails when any does; a rank's own failure comes
+ * back unchanged, a peer's as the peer's own status naming rank and step. */
+static int agree_main(engram_group_t *g, void *arg)
+{
+    (void)arg;
+    int me = engram_group_rank(g);
+    CHECK_OK(engram_group_agree_step(g, ENGRAM_OK, "open the widget"));
+    CHECK_OK(engram_group_agree(g, ENGRAM_OK));
+
+    /* Rank 1 fails locally: it keeps its own status and message. */
+    engram_status_t local = me == 1 ? ENGRAM_ERROR(ENGRAM_ERR_INVALID, "widget size 0 on rank 1") : ENGRAM_OK;
+    engram_status_t st = engram_group_agree_step(g, local, "open the widget");
+    CHECK(st == ENGRAM_ERR_INVALID);
+    CHECK(strstr(engram_last_error(), me == 1 ? "widget size 0 on rank 1" : "rank 1 failed to open the widget") !=
+          NULL);
+    st = engram_group_agree(g, me == 1 ? ENGRAM_ERR_INVALID : ENGRAM_OK);
+    CHECK(st == ENGRAM_ERR_INVALID);
+    if (me != 1)
+        CHECK(strstr(engram_last_error(), "rank 1 failed to complete the collective call") != NULL);
+
+    /* Two peers fail differently: each keeps its own; the others get the first. */
+    local = me == 1 ? ENGRAM_ERR_NOMEM : me == 2 ? ENGRAM_ERR_IO : ENGRAM_OK;
+    st = engram_group_agree_step(g, local, "map the widget");
+    CHECK(st == (me == 2 ? ENGRAM_ERR_IO : ENGRAM_ERR_NOMEM));
+    if (me == 0)
+        CHECK(strstr(engram_last_error(), "rank 1 failed to map the widget") != NULL);
+    return 0;
+}
+
 static int unused_main(engram_group_t *g, void *arg)
 {
     (void)g;
@@ -209,6 +235,7 @@ int main(void)
     CHECK_OK(engram_group_fork_run(3, 0, stall_main, NULL, NULL));
     CHECK_OK(engram_group_fork_run(2, 0, mismatch_main, NULL, NULL));
     CHECK_OK(engram_group_fork_run(2, 0, progress_main, NULL, NULL));
+    CHECK_OK(engram_group_fork_run(3, 0, agree_main, NULL, NULL));
     printf("group_fork_test: ok\n");
     return 0;
 }

@@ -14,21 +14,6 @@ const char *fork_op_name(uint32_t op)
     return "unknown collective";
 }
 
-int64_t fork_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int fork_ms_left(int64_t deadline)
-{
-    int64_t left = deadline - fork_now_ms();
-    if (left < 0)
-        return 0;
-    return left > INT_MAX ? INT_MAX : (int)left;
-}
-
 /* Pieces handed to one sendmsg/recvmsg: a relay reply is one piece per
  * rank plus its header; more than this go in the next call. */
 #define FORK_IOV_BATCH 64

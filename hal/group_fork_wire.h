@@ -44,9 +44,6 @@ typedef struct fork_child {
 
 const char *fork_op_name(uint32_t op);
 
-/* Monotonic clock in ms, and the poll() timeout left until `deadline`. */
-int64_t fork_now_ms(void);
-int fork_ms_left(int64_t deadline);
 
 /* Socket buffer size of both ends: large payloads move in few calls. */
 #define FORK_SOCKET_BUFFER (4 << 20)

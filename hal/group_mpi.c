@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "hal/deadline.h"
 #include "hal/group_mpi.h"
 #include "hal/group_provider.h"
 #include "hal/log.h"
@@ -22,13 +23,6 @@ typedef struct mpi_group {
     MPI_Comm comm;
     MPI_Request pending; /* a timed-out collective, or MPI_REQUEST_NULL */
 } mpi_group_t;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static engram_status_t mpi_failed(int rank, const char *what, int rc)
 {
@@ -43,15 +37,14 @@ static engram_status_t mpi_failed(int rank, const char *what, int rc)
 /* Polls `req` until it completes or the group timeout passes; 1 when done. */
 static int poll_request(engram_group_t *g, MPI_Request *req, int *rc)
 {
-    int64_t deadline = now_ms() + g->timeout_ms;
+    engram_deadline_t deadline = engram_deadline_start(g->timeout_ms);
     const struct timespec pause = {.tv_nsec = MPI_POLL_NS};
     for (;;) {
         int done = 0;
         *rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (*rc != MPI_SUCCESS || done)
             return 1;
-        int64_t left = deadline - now_ms();
-        if (left <= 0)
+        if (engram_deadline_expired(&deadline))
             return 0;
         (void)engram_group_waiting(g, 0); /* serves the transport's peers, if asked */
         nanosleep(&pause, NULL);

@@ -23,7 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hal/deadline.h"
 #include "hal/host_id.h"
+#include "hal/group.h"
 #include "hal/log.h"
 #include "memory/fd_pass.h"
 
@@ -52,13 +54,6 @@ typedef struct fd_exchange {
     char *served;
     int to_receive, to_serve;
 } fd_exchange_t;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static uint64_t ns_inode(const char *path)
 {
@@ -200,7 +195,7 @@ static void describe_pending(const fd_exchange_t *x, char *buf, size_t len)
 /* Step 2: connect, receive and serve until done or the deadline. */
 static engram_status_t exchange(fd_exchange_t *x)
 {
-    int64_t deadline = now_ms() + engram_group_timeout(x->group);
+    engram_deadline_t deadline = engram_deadline_start(engram_group_timeout(x->group));
     struct pollfd *pfds = calloc((size_t)x->n + 1, sizeof(*pfds));
     int *who = calloc((size_t)x->n + 1, sizeof(*who)); /* rank behind each pfd, -1 for the listener */
     engram_status_t st = ENGRAM_OK;
@@ -226,15 +221,14 @@ static engram_status_t exchange(fd_exchange_t *x)
         }
         if (st != ENGRAM_OK)
             break;
-        int64_t left = deadline - now_ms();
-        if (left <= 0) {
+        int wait = engram_deadline_remaining_ms(&deadline);
+        if (wait == 0) {
             char pending[256];
             describe_pending(x, pending, sizeof(pending));
             st = ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT, "fd share on rank %d: timed out after %d ms; still pending: %s",
                               x->me, engram_group_timeout(x->group), pending);
             break;
         }
-        int wait = left > INT_MAX ? INT_MAX : (int)left;
         if (connecting && wait > FD_RETRY_MS)
             wait = FD_RETRY_MS;
         if (poll(pfds, (nfds_t)np, wait) < 0 && errno != EINTR) {
@@ -250,23 +244,6 @@ static engram_status_t exchange(fd_exchange_t *x)
     return st;
 }
 
-/* Step 3: every rank learns whether every rank succeeded. */
-static engram_status_t agree(engram_group_t *group, engram_status_t mine)
-{
-    int n = engram_group_size(group);
-    int32_t *all = calloc((size_t)n, sizeof(*all)), me = mine;
-    if (all == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "fd share: no memory for %d statuses", n);
-    engram_status_t st = engram_group_allgather(group, &me, all, sizeof(me));
-    for (int r = 0; st == ENGRAM_OK && r < n; r++)
-        if (all[r] != ENGRAM_OK)
-            st = mine != ENGRAM_OK ? mine
-                                   : ENGRAM_ERROR(ENGRAM_ERR_PEER, "fd share: rank %d failed its part of the exchange (%s)",
-                                                  r, engram_status_str((engram_status_t)all[r]));
-    free(all);
-    return st;
-}
-
 static engram_status_t check_records(const fd_record_t *all, int n, int me)
 {
     for (int r = 0; r < n; r++) {
@@ -274,8 +251,7 @@ static engram_status_t check_records(const fd_record_t *all, int n, int me)
             continue;
         if (r == me)
             return (engram_status_t)all[r].status; /* logged by record_fill */
-        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "fd share: rank %d cannot take part (%s)", r,
-                            engram_status_str((engram_status_t)all[r].status));
+        return engram_group_peer_failed(r, (engram_status_t)all[r].status, "take part in the fd share");
     }
     return ENGRAM_OK;
 }
@@ -318,7 +294,8 @@ engram_status_t engram_fd_allgather(engram_group_t *group, int my_fd, int *fds)
     close_fds(x.conn, n);
     close(x.listen_fd);
     x.listen_fd = -1;
-    st = agree(group, local);
+    /* Step 3: every rank learns whether every rank succeeded. */
+    st = engram_group_agree_step(group, local, "complete its part of the fd share");
     if (st != ENGRAM_OK)
         close_fds(x.got, n);
     else

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "hal/deadline.h"
 #include "tests/check.h"
 #include "tests/recording_transport.h"
 #include "tests/single_rank.h"
@@ -137,9 +138,7 @@ static void check_buffers_host(engram_context_t *ctx) /* fetch_slots = 2, one qu
 
 static double seconds(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    return (double)engram_now_ns() * 1e-9;
 }
 
 static void check_release_timed_out(engram_context_t *ctx) /* fetch_slots = 2, timeout_ms = 300, one queue */

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "engram/gpu/gpu_remote.h"
+#include "hal/deadline.h"
 #include "hal/log.h"
 #include "memory/host_segment.h"
 
@@ -170,20 +171,13 @@ engram_status_t engram_gpu_remote_copy_indices(engram_fetch_slot_t *f, int slot,
     return ce == cudaSuccess ? ENGRAM_OK : cuda_error("copying the indices back for routing", ce);
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Polls the index copy, serving peers' gets meanwhile when the transport
  * needs owner progress; bounded by timeout_ms. */
 static engram_status_t wait_copied(engram_context_t *ctx, cudaEvent_t ev)
 {
     bool serve = engram_context_needs_progress(ctx);
-    int64_t deadline = now_ms() + ctx->cfg.timeout_ms;
-    for (unsigned spins = 0;; spins++) {
+    engram_deadline_t deadline = engram_deadline_start(ctx->cfg.timeout_ms);
+    for (unsigned spins = 0;;) {
         cudaError_t ce = cudaEventQuery(ev);
         if (ce == cudaSuccess)
             return ENGRAM_OK;
@@ -191,7 +185,7 @@ static engram_status_t wait_copied(engram_context_t *ctx, cudaEvent_t ev)
             return cuda_error("copying the indices back for routing", ce);
         if (serve)
             (void)ctx->ops->progress(ctx->transport);
-        if ((spins & 1023) == 1023 && now_ms() > deadline)
+        if (engram_spin_due(&spins, ENGRAM_SPINS_PER_CLOCK_READ) && engram_deadline_expired(&deadline))
             return ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT,
                                 "engram_fetch_on_stream: the stream's earlier work and the index copy took over %lld ms",
                                 (long long)ctx->cfg.timeout_ms);

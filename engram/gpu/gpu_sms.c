@@ -1,5 +1,6 @@
 /* gpu_sms = auto: time the gather kernel at a few SM budgets (design in
  * gpu_sms.h). */
+#include "hal/deadline.h"
 #include "engram/gpu/gpu_sms.h"
 
 #include <stdlib.h>
@@ -23,9 +24,7 @@ typedef struct calib {
 
 static double now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+    return (double)engram_now_ns() / 1e6;
 }
 
 static uint64_t splitmix64(uint64_t x)

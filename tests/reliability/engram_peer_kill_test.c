@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "hal/deadline.h"
 #include "tests/check.h"
 #include "tests/engram_harness.h"
 
@@ -31,9 +32,7 @@ static const engram_table_params_t params = {.size = sizeof(engram_table_params_
 
 static long long now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (long long)engram_now_ms();
 }
 
 static bool peer_failure(engram_status_t st)

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hal/deadline.h"
 #include "tests/check.h"
 #include "tests/engram_harness.h"
 
@@ -36,9 +37,7 @@ typedef struct worker {
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    return (double)engram_now_ns() * 1e-9;
 }
 
 static long rss_kib(void)

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "hal/deadline.h"
 #include "hal/config_keys.h"
 #include "hal/log.h"
 #include "memory/host_segment.h"
@@ -47,9 +48,7 @@ typedef struct rank_state {
 
 static double now_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+    return (double)engram_now_ns() / 1e3;
 }
 
 static int cmp_double(const void *a, const void *b)

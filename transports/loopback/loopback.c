@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hal/group.h"
 #include "hal/log.h"
 #include "memory/fd_share.h"
 #include "memory/free_list.h"
@@ -218,24 +219,8 @@ free_region:
 typedef struct reg_info {
     uint64_t bytes;
     int32_t span;
-    int32_t ok;
+    int32_t status; /* its own check_args outcome */
 } reg_info_t;
-
-/* Every rank learns whether every other rank is fine, so registration
- * succeeds or fails everywhere and no rank waits on one that gave up. */
-static engram_status_t agree(engram_group_t *group, bool ok, const char *what)
-{
-    int size = engram_group_size(group);
-    int32_t mine = ok, *all = malloc((size_t)size * sizeof(*all));
-    if (all == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "loopback reg_symmetric: out of memory");
-    engram_status_t st = engram_group_allgather(group, &mine, all, sizeof(mine));
-    for (int p = 0; st == ENGRAM_OK && p < size; p++)
-        if (!all[p] && p != engram_group_rank(group))
-            st = ENGRAM_ERROR(ENGRAM_ERR_PEER, "loopback reg_symmetric: rank %d failed to %s", p, what);
-    free(all);
-    return st;
-}
 
 /* Checks that every rank registers the same span and segment size. */
 static engram_status_t check_infos(engram_group_t *group, const reg_info_t *info, engram_reg_span_t span,
@@ -243,9 +228,8 @@ static engram_status_t check_infos(engram_group_t *group, const reg_info_t *info
 {
     /* A rank that could not take part explains any mismatch, so it is named first. */
     for (int p = 0; p < engram_group_size(group); p++)
-        if (!info[p].ok)
-            return ENGRAM_ERROR(ENGRAM_ERR_PEER, "loopback reg_symmetric: rank %d could not register its segment",
-                                p);
+        if (info[p].status != ENGRAM_OK)
+            return engram_group_peer_failed(p, (engram_status_t)info[p].status, "register its segment");
     for (int p = 0; p < engram_group_size(group); p++) {
         if (info[p].span != (int32_t)span)
             return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "loopback reg_symmetric: rank %d registers span %d, this rank "
@@ -289,7 +273,7 @@ static engram_status_t loopback_reg_symmetric(engram_transport_t *t, engram_segm
      * others fail at once instead of waiting for it. */
     int my_fd = -1;
     engram_status_t local = check_args(seg, span, out, &my_fd);
-    reg_info_t mine = {.bytes = local == ENGRAM_OK ? seg->size : 0, .span = (int32_t)span, .ok = local == ENGRAM_OK};
+    reg_info_t mine = {.bytes = local == ENGRAM_OK ? seg->size : 0, .span = (int32_t)span, .status = local};
     st = engram_group_allgather(group, &mine, info, sizeof(mine));
     if (st == ENGRAM_OK)
         st = local != ENGRAM_OK ? local : check_infos(group, info, span, seg->size);
@@ -303,7 +287,7 @@ static engram_status_t loopback_reg_symmetric(engram_transport_t *t, engram_segm
     for (int p = 0; p < size; p++)
         if (fds[p] >= 0)
             close(fds[p]); /* the mappings keep the memory */
-    st = agree(group, mapped == ENGRAM_OK, "map its peers' segments");
+    st = engram_group_agree_step(group, mapped, "map its peers' segments");
     if (mapped != ENGRAM_OK || st != ENGRAM_OK) {
         if (r != NULL)
             region_free(r);

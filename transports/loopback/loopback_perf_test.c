@@ -7,6 +7,7 @@
  * call creeping back into the path (those measured 0.4-0.6). Under
  * sanitizers both loops are instrumented differently, so the ratio is only
  * printed. */
+#include "hal/deadline.h"
 #include "transports/loopback/loopback.h"
 
 #include <stdint.h>
@@ -35,9 +36,7 @@ static const engram_transport_ops_t *lb = &engram_loopback_ops;
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return (double)engram_now_ns() * 1e-9;
 }
 
 static double time_gets(engram_transport_t *t, engram_region_t *remote, engram_region_t *local, int peer,

@@ -72,9 +72,6 @@ struct engram_transport {
 
 /* Rank that serves `peer` under the transport's span. */
 int engram_mlx5_peer_rank(const engram_transport_t *t, int peer);
-/* Every rank learns whether all succeeded: the first failure (named) or OK. */
-engram_status_t engram_mlx5_agree(engram_group_t *group, engram_status_t mine, const char *what);
-
 engram_status_t engram_mlx5_reg_symmetric(engram_transport_t *t, engram_segment_t *seg, engram_reg_span_t span,
                                           engram_region_t **out);
 engram_status_t engram_mlx5_reg_local(engram_transport_t *t, engram_segment_t *seg, engram_region_t **out);

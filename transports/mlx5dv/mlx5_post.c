@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <time.h>
 
+#include "hal/deadline.h"
 #include "hal/log.h"
 #include "transports/mlx5dv/mlx5_barrier.h"
 #include "transports/mlx5dv/mlx5_cqe.h"
@@ -24,12 +25,9 @@ void engram_mlx5_conn_init(mlx5_conn_t *c, uint32_t rd_atom)
     c->signal_every = c->window / 2 ? c->window / 2 : 1;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+/* A full window waits on the NIC, not on this CPU: every this many CQ
+ * polls it reads the clock and yields the core to the peer's process. */
+#define MLX5_SPINS_PER_YIELD 256u
 
 static void *wqe_slot(const mlx5_conn_t *c, uint64_t n)
 {
@@ -98,16 +96,13 @@ static void conn_poll(mlx5_conn_t *c)
 static engram_status_t conn_make_room(engram_transport_t *t, mlx5_conn_t *c)
 {
     conn_ring(t, c);
-    uint64_t deadline = 0;
-    for (unsigned spins = 0; c->pi - c->done >= c->window; spins++) {
+    engram_deadline_t deadline = engram_deadline_start((int64_t)(t->timeout_ns / 1000000));
+    for (unsigned spins = 0; c->pi - c->done >= c->window;) {
         conn_poll(c);
         if (c->error != ENGRAM_OK)
             return c->error;
-        if ((spins & 255) == 255) {
-            uint64_t now = now_ns();
-            if (deadline == 0)
-                deadline = now + t->timeout_ns;
-            else if (now > deadline)
+        if (engram_spin_due(&spins, MLX5_SPINS_PER_YIELD)) {
+            if (engram_deadline_expired(&deadline))
                 return ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT, "mlx5dv queue %d peer %d: %llu WQEs outstanding (window "
                                     "%u), no completion within %llu ms", c->queue, c->peer,
                                     (unsigned long long)(c->pi - c->done), c->window,

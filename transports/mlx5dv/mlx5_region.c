@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hal/group.h"
 #include "hal/log.h"
 #include "transports/mlx5dv/mlx5_internal.h"
 
@@ -118,7 +119,7 @@ engram_status_t engram_mlx5_reg_symmetric(engram_transport_t *t, engram_segment_
     /* A rank with bad arguments still takes part in every exchange, so the
      * others fail at once instead of waiting for it. The node span is
      * itself collective, so it is only entered when every rank agrees. */
-    engram_status_t st = engram_mlx5_agree(t->group, check_symmetric(t, seg, span), "register a symmetric segment");
+    engram_status_t st = engram_group_agree_step(t->group, check_symmetric(t, seg, span), "register a symmetric segment");
     if (st == ENGRAM_OK)
         st = register_mine(t, seg, &r, &mine);
     engram_status_t gathered = engram_group_allgather(t->group, &mine, all, sizeof(mine));
@@ -126,11 +127,11 @@ engram_status_t engram_mlx5_reg_symmetric(engram_transport_t *t, engram_segment_
         st = gathered != ENGRAM_OK ? gathered : learn_peers(t, r, all);
     if (t->rings->attach_peers != NULL) {
         /* Collective too: entered only when every rank got this far. */
-        st = engram_mlx5_agree(t->group, st, "learn its peers' keys");
+        st = engram_group_agree_step(t->group, st, "learn its peers' keys");
         if (st == ENGRAM_OK)
             st = t->rings->attach_peers(t->dev, t->group, seg, span, all, &r->peers);
     }
-    st = engram_mlx5_agree(t->group, st, "reach its peers' registrations");
+    st = engram_group_agree_step(t->group, st, "reach its peers' registrations");
     free(all);
     if (st != ENGRAM_OK) {
         if (r != NULL)

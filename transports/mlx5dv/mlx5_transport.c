@@ -9,26 +9,13 @@
 #include <string.h>
 
 #include "hal/config_keys.h"
+#include "hal/group.h"
 #include "hal/log.h"
 #include "transports/mlx5dv/mlx5_internal.h"
 
 int engram_mlx5_peer_rank(const engram_transport_t *t, int peer)
 {
     return t->span == ENGRAM_REG_NODE_SPAN ? peer * t->local_size + t->local_rank : peer;
-}
-
-engram_status_t engram_mlx5_agree(engram_group_t *group, engram_status_t mine, const char *what)
-{
-    int size = engram_group_size(group);
-    int32_t ok = mine == ENGRAM_OK, *all = malloc((size_t)size * sizeof(*all));
-    if (all == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5dv: out of memory agreeing on %s", what);
-    engram_status_t st = engram_group_allgather(group, &ok, all, sizeof(ok));
-    for (int r = 0; st == ENGRAM_OK && r < size; r++)
-        if (!all[r] && r != engram_group_rank(group))
-            st = ENGRAM_ERROR(ENGRAM_ERR_PEER, "mlx5dv: rank %d failed to %s", r, what);
-    free(all);
-    return mine != ENGRAM_OK ? mine : st;
 }
 
 static bool mlx5_available(engram_group_t *group, const char **why)
@@ -189,11 +176,11 @@ static engram_status_t mlx5_open(engram_group_t *group, const engram_config_view
                                             per_rank * (size_t)t->size)
                              : open_local(t, device, mine);
     /* Every rank takes part in each exchange, so none waits on one that gave up. */
-    st = engram_mlx5_agree(group, st, "create its QPs");
+    st = engram_group_agree_step(group, st, "create its QPs");
     if (st == ENGRAM_OK)
         st = engram_group_allgather(group, mine, all, per_rank * sizeof(*mine));
     if (st == ENGRAM_OK)
-        st = engram_mlx5_agree(group, queues_connect(t, all, mine), "connect its QPs");
+        st = engram_group_agree_step(group, queues_connect(t, all, mine), "connect its QPs");
     free(all);
     free(mine);
     if (st != ENGRAM_OK) {

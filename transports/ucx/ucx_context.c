@@ -11,13 +11,6 @@
 #include "transports/ucx/ucx.h"
 #include "transports/ucx/ucx_internal.h"
 
-uint64_t engram_ucx_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 int engram_ucx_peer_rank(const engram_transport_t *t, engram_reg_span_t span, int peer)
 {
     return span == ENGRAM_REG_NODE_SPAN ? peer * t->local_size + t->local_rank : peer;
@@ -103,11 +96,11 @@ static void queue_close_endpoints(engram_transport_t *t, ucx_queue_t *q)
     }
     if (pending == NULL)
         return;
-    uint64_t deadline = engram_ucx_now_ns() + t->timeout_ns;
+    uint64_t deadline = (uint64_t)engram_now_ns() + t->timeout_ns;
     for (int r = 0; r < t->size; r++) {
         if (pending[r] == NULL)
             continue;
-        while (ucp_request_check_status(pending[r]) == UCS_INPROGRESS && engram_ucx_now_ns() < deadline)
+        while (ucp_request_check_status(pending[r]) == UCS_INPROGRESS && (uint64_t)engram_now_ns() < deadline)
             ucp_worker_progress(q->worker);
         if (ucp_request_check_status(pending[r]) == UCS_INPROGRESS)
             ENGRAM_WARN("ucx: closing the endpoint to rank %d did not finish within %llu ms", r,

@@ -73,7 +73,7 @@ static engram_status_t window_drain(engram_transport_t *t, ucx_queue_t *q, unsig
         if (ucp_worker_progress(q->worker) != 0)
             continue;
         engram_ucx_serve_others(t, q);
-        uint64_t now = engram_ucx_now_ns();
+        uint64_t now = (uint64_t)engram_now_ns();
         if (deadline == 0) {
             deadline = now + t->timeout_ns;
             next_check = now + PEER_CHECK_NS;
@@ -162,8 +162,8 @@ static engram_status_t flush_locked(engram_transport_t *t, int queue, int peer, 
     if (q->requests != NULL)
         q->requests->prev = r;
     q->requests = r;
-    r->deadline_ns = engram_ucx_now_ns() + t->timeout_ns;
-    r->next_check_ns = engram_ucx_now_ns() + PEER_CHECK_NS;
+    r->deadline_ns = (uint64_t)engram_now_ns() + t->timeout_ns;
+    r->next_check_ns = (uint64_t)engram_now_ns() + PEER_CHECK_NS;
     r->result = ENGRAM_INPROGRESS;
     if (t->quiesced[0] != '\0') {
         r->result = ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx flush: every worker was destroyed after a failure (%s)",
@@ -242,7 +242,7 @@ static engram_status_t test_locked(engram_transport_t *t, engram_request_t *req)
                       : engram_ucx_am_flushed(req->conn, req->am_seq) ? UCS_OK : UCS_INPROGRESS;
     if (us == UCS_INPROGRESS) {
         engram_ucx_serve_others(t, req->conn->queue);
-        uint64_t now = engram_ucx_now_ns();
+        uint64_t now = (uint64_t)engram_now_ns();
         if (now >= req->next_check_ns) {
             req->next_check_ns = now + PEER_CHECK_NS;
             if (engram_ucx_check_peer(t, req->conn->rank)) {

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <ucp/api/ucp.h>
 
+#include "hal/deadline.h"
 #include "hal/transport.h"
 #include "memory/held_copy.h"
 #include "memory/segment_span.h"
@@ -116,7 +117,6 @@ struct engram_request {
     engram_status_t result; /* final status once ucp_req is NULL */
 };
 
-uint64_t engram_ucx_now_ns(void);
 /* Rank that serves `peer` under `span` for this process. */
 int engram_ucx_peer_rank(const engram_transport_t *t, engram_reg_span_t span, int peer);
 bool engram_ucx_peer_is_dead(const engram_transport_t *t, int rank);

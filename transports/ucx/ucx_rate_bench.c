@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "hal/deadline.h"
 #include "hal/config.h"
 #include "hal/group.h"
 #include "hal/registry.h"
@@ -39,9 +40,7 @@ typedef struct bench_arg {
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return (double)engram_now_ns() * 1e-9;
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hal/deadline.h"
 #include "hal/config.h"
 #include "hal/config_keys.h"
 #include "hal/registry.h"
@@ -51,9 +52,7 @@ typedef struct scenario {
 
 static uint64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return (uint64_t)engram_now_ms();
 }
 
 /* Word w of rank r's segment: distinct in every rank and position. */

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hal/deadline.h"
 #include "memory/fd_pass.h"
 #include "transports/nccl_gin/rma_plugin/rma_internal.h"
 
@@ -68,23 +69,16 @@ rma_result_t rma_mesh_close_listen(void *listen_comm)
     return RMA_SUCCESS;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits for `events` on fd, up to the mesh timeout; false on timeout. */
 static bool wait_fd(int fd, short events)
 {
     struct pollfd p = {.fd = fd, .events = events};
-    int64_t deadline = now_ms() + MESH_TIMEOUT_MS;
+    engram_deadline_t deadline = engram_deadline_start(MESH_TIMEOUT_MS);
     for (;;) {
-        int64_t left = deadline - now_ms();
-        if (left <= 0)
+        int left = engram_deadline_remaining_ms(&deadline);
+        if (left == 0)
             return false;
-        int n = poll(&p, 1, (int)left);
+        int n = poll(&p, 1, left);
         if (n > 0)
             return true;
         if (n < 0 && errno != EINTR)
@@ -317,7 +311,7 @@ rma_result_t rma_mesh_send_signal(rma_comm_t *c, int peer, const rma_signal_msg_
 {
     pthread_mutex_lock(&c->sig_lock);
     rma_result_t res = RMA_ERR_REMOTE;
-    int64_t deadline = now_ms() + MESH_TIMEOUT_MS;
+    engram_deadline_t deadline = engram_deadline_start(MESH_TIMEOUT_MS);
     while (c->sig[peer] >= 0) {
         res = send_packet(c->sig[peer], m, sizeof(*m), NULL, 0, MSG_DONTWAIT);
         if (res != RMA_ERR_INTERNAL)
@@ -327,7 +321,7 @@ rma_result_t rma_mesh_send_signal(rma_comm_t *c, int peer, const rma_signal_msg_
         res = drain_locked(c);
         if (res != RMA_SUCCESS)
             break;
-        if (now_ms() > deadline) {
+        if (engram_deadline_expired(&deadline)) {
             RMA_WARN("rank %d: rank %d has not taken signal updates for %d ms", c->rank, peer, MESH_TIMEOUT_MS);
             res = RMA_ERR_REMOTE;
             break;

@@ -1,0 +1,37 @@
+/* The project's one monotonic clock and timeout deadline, below everything
+ * (it depends on nothing else in the tree), so every wait loop reads time and
+ * decides "expired" the same way. */
+#ifndef ENGRAM_HAL_DEADLINE_H
+#define ENGRAM_HAL_DEADLINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Busy-poll loops read the clock once per this many polls: a clock read
+ * costs about as much as a poll, so checking every poll would halve the
+ * poll rate, while 1024 polls stay far below a millisecond. */
+#define ENGRAM_SPINS_PER_CLOCK_READ 1024u
+
+typedef struct {
+    int64_t end_ns; /* CLOCK_MONOTONIC; INT64_MAX: never expires */
+} engram_deadline_t;
+
+/* Nanoseconds and milliseconds on CLOCK_MONOTONIC. */
+int64_t engram_now_ns(void);
+int64_t engram_now_ms(void);
+
+/* A deadline timeout_ms from now; a negative timeout never expires, and one
+ * too far out to represent saturates rather than wrapping. */
+engram_deadline_t engram_deadline_start(int64_t timeout_ms);
+bool engram_deadline_expired(const engram_deadline_t *d);
+/* Milliseconds left, rounded up, in [0, INT_MAX] (what poll() takes). */
+int engram_deadline_remaining_ms(const engram_deadline_t *d);
+
+/* Counts one poll of a busy loop; true once every `period` polls (a power
+ * of two), when the loop should read the clock or yield. */
+static inline bool engram_spin_due(unsigned *spins, unsigned period)
+{
+    return (++*spins & (period - 1)) == 0;
+}
+
+#endif
