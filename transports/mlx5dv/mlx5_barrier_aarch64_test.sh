@@ -45,7 +45,7 @@ shape() { sed -nE 's/^(dmb|dsb) *([a-z]+).*/\1 \2/p; s/^(str|stp|stur)[a-z]* .*/
 
 for src in "$@"; do
     obj="$tmp/$(basename "$src" .c).o"
-    "$CC" -std=c11 -D_GNU_SOURCE -O2 -Wall -Werror -I. -isystem "$tmp/include" -c "$src" -o "$obj"
+    "$CC" -std=c11 -D_GNU_SOURCE -O2 -Wall -Werror -I. -Iinclude -isystem "$tmp/include" -c "$src" -o "$obj"
     # No inner-shareable barrier anywhere: that is what a C11 fence becomes.
     check "$src: no C11 (dmb ish*) fences" "" \
         "$("$OBJDUMP" -d --no-show-raw-insn "$obj" | grep -oE 'dmb[[:space:]]+ish[a-z]*' | sort -u | paste -sd, -)"
