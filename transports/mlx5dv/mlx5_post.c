@@ -57,7 +57,7 @@ static void conn_poll(mlx5_conn_t *c)
 {
     uint32_t start = c->cq_ci;
     for (;;) {
-        const uint8_t *cqe = c->rings.cq_buf + ((size_t)(c->cq_ci & (c->rings.cqe_cnt - 1)) << 6);
+        const uint8_t *cqe = c->rings.cq_buf + (size_t)(c->cq_ci & (c->rings.cqe_cnt - 1)) * sizeof(struct mlx5_cqe64);
         engram_mlx5_cqe_info_t info;
         engram_mlx5_cqe_kind_t kind = engram_mlx5_cqe_parse(cqe, c->cq_ci, c->rings.cqe_cnt, &info);
         if (kind == ENGRAM_MLX5_CQE_EMPTY)

@@ -218,7 +218,7 @@ static engram_status_t verbs_qp_create(engram_mlx5_dev_t *d, uint32_t depth, eng
     struct mlx5dv_cq dcq;
     struct mlx5dv_obj obj = {.qp = {.in = q->qp, .out = &dqp}, .cq = {.in = q->cq, .out = &dcq}};
     int rc = mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ);
-    if (rc != 0 || dqp.sq.stride != MLX5_SEND_WQE_BB || dcq.cqe_size != 64) {
+    if (rc != 0 || dqp.sq.stride != MLX5_SEND_WQE_BB || dcq.cqe_size != sizeof(struct mlx5_cqe64)) {
         st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "mlx5dv: mlx5dv_init_obj on %s: %s (SQ stride %u, CQE size %u; "
                           "64 and 64 needed)", d->name, rc ? strerror(rc) : "unexpected layout", dqp.sq.stride,
                           dcq.cqe_size);

@@ -92,7 +92,7 @@ static void violation(engram_mlx5_dev_t *m, const char *fmt, ...)
 static void cqe_write(engram_mlx5_dev_t *m, engram_mlx5_qp_t *qp, uint16_t wqe_idx, uint8_t wqe_opcode,
                       uint8_t syndrome, uint32_t byte_cnt)
 {
-    uint8_t *slot = qp->cq_buf + ((size_t)(qp->cq_pi & (qp->cqe_cnt - 1)) << 6);
+    uint8_t *slot = qp->cq_buf + (size_t)(qp->cq_pi & (qp->cqe_cnt - 1)) * sizeof(struct mlx5_cqe64);
     uint8_t owner = (qp->cq_pi & qp->cqe_cnt) ? 1 : 0;
     uint8_t opcode;
     if (syndrome != 0) {
@@ -461,7 +461,7 @@ static engram_status_t model_qp_create(engram_mlx5_dev_t *m, uint32_t depth, eng
     qp->sq_cnt = depth;
     qp->cqe_cnt = 2 * depth;
     qp->sq_buf = page_alloc((size_t)depth * MLX5_SEND_WQE_BB);
-    qp->cq_buf = page_alloc((size_t)qp->cqe_cnt * 64);
+    qp->cq_buf = page_alloc((size_t)qp->cqe_cnt * sizeof(struct mlx5_cqe64));
     if (qp->sq_buf == NULL || qp->cq_buf == NULL) {
         free(qp->sq_buf);
         free(qp->cq_buf);
@@ -471,8 +471,8 @@ static engram_status_t model_qp_create(engram_mlx5_dev_t *m, uint32_t depth, eng
     memset(qp->sq_buf, 0, (size_t)depth * MLX5_SEND_WQE_BB);
     /* As rdma-core: every CQE invalid, so the first pass reads as empty. */
     for (uint32_t i = 0; i < qp->cqe_cnt; i++) {
-        memset(qp->cq_buf + (size_t)i * 64, 0, 64);
-        qp->cq_buf[(size_t)i * 64 + 63] = MLX5_CQE_INVALID << 4;
+        memset(qp->cq_buf + (size_t)i * sizeof(struct mlx5_cqe64), 0, sizeof(struct mlx5_cqe64));
+        ((struct mlx5_cqe64 *)qp->cq_buf)[i].op_own = MLX5_CQE_INVALID << 4;
     }
     pthread_mutex_lock(&m->lock);
     qp->qpn = m->next_qpn++;
