@@ -1,5 +1,6 @@
 #include "hal/log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,13 +38,33 @@ engram_log_level_t engram_log_level(void)
     return (engram_log_level_t)cached;
 }
 
+/* The program's handler (engram_log_set_handler); the pair changes as one. */
+static pthread_mutex_t handler_lock = PTHREAD_MUTEX_INITIALIZER;
+static engram_log_handler_fn handler_fn;
+static void *handler_arg;
+
+void engram_log_set_handler(engram_log_handler_fn fn, void *arg)
+{
+    pthread_mutex_lock(&handler_lock);
+    handler_fn = fn;
+    handler_arg = fn ? arg : NULL;
+    pthread_mutex_unlock(&handler_lock);
+}
+
 static void vwrite(engram_log_level_t level, const char *file, int line, const char *fmt, va_list ap)
 {
     char msg[1024];
     vsnprintf(msg, sizeof(msg), fmt, ap);
     const char *base = strrchr(file, '/');
-    fprintf(stderr, "engram[%d] %s %s:%d %s\n", (int)getpid(), level_names[level], base ? base + 1 : file, line,
-            msg);
+    base = base ? base + 1 : file;
+    pthread_mutex_lock(&handler_lock);
+    engram_log_handler_fn fn = handler_fn;
+    void *arg = handler_arg;
+    pthread_mutex_unlock(&handler_lock);
+    if (fn != NULL)
+        fn(arg, level, base, line, msg);
+    else
+        fprintf(stderr, "engram[%d] %s %s:%d %s\n", (int)getpid(), level_names[level], base, line, msg);
 }
 
 void engram_log_write(engram_log_level_t level, const char *file, int line, const char *fmt, ...)

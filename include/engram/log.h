@@ -1,6 +1,7 @@
 /* Logging. Level from ENGRAM_LOG_LEVEL = error|warn|info|debug|trace
  * (default warn), read once. Output goes to stderr, one line per message,
- * prefixed "engram[<pid>] <LEVEL> <file>:<line>".
+ * prefixed "engram[<pid>] <level> <file>:<line>", unless the program
+ * installs a handler (engram_log_set_handler).
  * Public header (installed as <engram/log.h>) for transport plugins: their
  * errors become the caller's engram_last_error() like the library's own. */
 #ifndef ENGRAM_LOG_H
@@ -17,6 +18,16 @@ typedef enum engram_log_level {
 } engram_log_level_t;
 
 ENGRAM_API engram_log_level_t engram_log_level(void);
+
+/* A program's own logger: called for every message that passes the level,
+ * with the message text (no prefix, no newline), the source file's base
+ * name and line; from whichever thread logs, so it must be thread-safe.
+ * fn NULL restores stderr. The handler and arg are swapped atomically: a
+ * message being logged while the handler changes goes to one or the other.
+ * engram_last_error() is kept either way. */
+typedef void (*engram_log_handler_fn)(void *arg, engram_log_level_t level, const char *file, int line,
+                                      const char *msg);
+ENGRAM_API void engram_log_set_handler(engram_log_handler_fn fn, void *arg);
 ENGRAM_API void engram_log_write(engram_log_level_t level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
