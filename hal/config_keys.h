@@ -30,7 +30,7 @@
     X(numa_node, INT, "-1", "-1..1023", "NUMA node of host segments; -1 = the calling thread's node")  \
     X(huge_pages, ENUM, "auto", "auto|on|off",                                                        \
       "Back host segments by huge pages: auto falls back with one log line, on fails without them")   \
-    X(timeout_ms, INT, "30000", "1..86400000", "Bound on waits, barriers and collective setup")        \
+    X(timeout_ms, INT, ENGRAM_CONFIG_STR(ENGRAM_DEFAULT_TIMEOUT_MS), "1..86400000", "Bound on waits, barriers and collective setup")        \
     X(plugin_path, PATHS, "", "colon-separated absolute directories",                                 \
       "Where external transports (libengram_transport_<name>.so) are looked for")                     \
     X(gpu_sms, INT, "auto", "auto|0..4096",                                                          \

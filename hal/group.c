@@ -6,11 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hal/config.h"
 #include "hal/group_provider.h"
 #include "hal/host_id.h"
 #include "hal/log.h"
-
-#define GROUP_DEFAULT_TIMEOUT_MS 30000
 
 engram_status_t engram_group_init(engram_group_t *g, const engram_group_ops_t *ops, void *provider, int rank,
                                   int size, int local_size)
@@ -32,7 +31,7 @@ engram_status_t engram_group_init(engram_group_t *g, const engram_group_ops_t *o
     g->size = size;
     g->local_rank = rank % local_size;
     g->local_size = local_size;
-    g->timeout_ms = GROUP_DEFAULT_TIMEOUT_MS;
+    g->timeout_ms = ENGRAM_DEFAULT_TIMEOUT_MS;
     g->single_host = -1;
     g->progress = NULL;
     g->progress_arg = NULL;

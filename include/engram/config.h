@@ -14,6 +14,12 @@
 extern "C" {
 #endif
 
+/* The timeout_ms key's default (ms): the bound on waits, barriers and
+ * collective setup, and a group's bound before anyone sets it. */
+#define ENGRAM_DEFAULT_TIMEOUT_MS 30000
+#define ENGRAM_CONFIG_STR_(x) #x
+#define ENGRAM_CONFIG_STR(x) ENGRAM_CONFIG_STR_(x)
+
 typedef struct engram_config engram_config_t;
 
 typedef enum engram_config_source {

@@ -135,7 +135,7 @@ static engram_status_t read_config(const engram_config_view_t *cfg, int64_t *mod
                                    const char **device)
 {
     *mode = ENGRAM_MODE_DIRECT;
-    *timeout_ms = 30000;
+    *timeout_ms = ENGRAM_DEFAULT_TIMEOUT_MS;
     *device = "";
     if (cfg == NULL)
         return ENGRAM_OK;
