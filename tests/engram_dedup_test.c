@@ -13,20 +13,7 @@
 #include "hal/config_keys.h"
 #include "tests/check.h"
 #include "tests/recording_transport.h"
-
-static int fake_allgather(void *ctx, const void *send, void *recv, size_t bytes)
-{
-    int n = *(int *)ctx;
-    for (int r = 0; r < n; r++)
-        memcpy((char *)recv + (size_t)r * bytes, send, bytes);
-    return 0;
-}
-
-static int fake_barrier(void *ctx)
-{
-    (void)ctx;
-    return 0;
-}
+#include "tests/single_rank.h"
 
 enum { RANKS = 4, EPR = 1000, EPT = 4, TOKENS = 128, ROWS = TOKENS * EPT, ROW = 40 /* stride 64 */ };
 
@@ -199,11 +186,8 @@ static void check_too_large(void)
 
 int main(void)
 {
-    int nranks = RANKS;
-    engram_group_callbacks_t cb = {.size = sizeof(cb), .rank = 1, .nranks = RANKS, .local_size = 2, .ctx = &nranks,
-                                   .allgather = fake_allgather, .barrier = fake_barrier};
     engram_group_t *g;
-    CHECK_OK(engram_group_from_callbacks(&cb, &g));
+    CHECK_OK(replicated_group_create(1, RANKS, 2, &g));
     check_mode(g, "off");
     check_mode(g, "on");
     check_mode(g, "auto");

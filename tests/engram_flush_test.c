@@ -10,22 +10,7 @@
 #include "engram/engram.h"
 #include "tests/check.h"
 #include "tests/recording_transport.h"
-
-/* A single process standing in for every rank: allgather replicates this
- * rank's contribution, which is what identical ranks would send. */
-static int fake_allgather(void *ctx, const void *send, void *recv, size_t bytes)
-{
-    int n = *(int *)ctx;
-    for (int r = 0; r < n; r++)
-        memcpy((char *)recv + (size_t)r * bytes, send, bytes);
-    return 0;
-}
-
-static int fake_barrier(void *ctx)
-{
-    (void)ctx;
-    return 0;
-}
+#include "tests/single_rank.h"
 
 enum { RANKS = 4, EPR = 100, EPT = 3, TOKENS = 40, ROW = 40 /* stride 64 */ };
 
@@ -164,11 +149,8 @@ static void check_host_table_refused(engram_group_t *g)
 
 int main(void)
 {
-    int nranks = RANKS;
-    engram_group_callbacks_t cb = {.size = sizeof(cb), .rank = 1, .nranks = RANKS, .local_size = 2, .ctx = &nranks,
-                                   .allgather = fake_allgather, .barrier = fake_barrier};
     engram_group_t *g;
-    CHECK_OK(engram_group_from_callbacks(&cb, &g));
+    CHECK_OK(replicated_group_create(1, RANKS, 2, &g));
     check_direct(g);
     check_hybrid(g);
     check_host_table_refused(g);
