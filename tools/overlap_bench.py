@@ -13,6 +13,11 @@ For each fetch shape (default 512x24 and 8192x24 rows of 256 B from a
   torch   torch.index_select on a UVA view of a pinned host copy of the
           table (the reference a PyTorch user writes), alone and beside
 
+With --ranks N (> 1) the table is sharded over N ranks of one node (engram's
+fork launcher; each rank's shard in its own host memory, all ranks on this
+GPU): rank 0 runs the GEMMs and fetches rows from every rank's shard, the
+others hold their shards (gpu_sms=1, no calibration beside rank 0's).
+
 and reports, per fetcher: fetch alone, both, max/both = max(gemm alone,
 fetch alone) / both, the GEMM's slowdown while overlapped, and the fetch's
 GB/s while overlapped against the h2d copy's GB/s while overlapped.
@@ -20,7 +25,7 @@ GB/s while overlapped against the h2d copy's GB/s while overlapped.
 The number of fetches per run defaults to as many as take about as long as
 the GEMMs (the hardest case for overlap); --fetches fixes it.
 
-    python3 tools/overlap_bench.py [--json out.jsonl] [--indices trace.npy]
+    python3 tools/overlap_bench.py [--json out.jsonl] [--indices trace.npy] [--ranks 4]
 
 Needs torch with CUDA and the engram Python package (python/, issue 15);
 ENGRAM_LOG_LEVEL=info prints gpu_sms=auto's choice when a table is created.
@@ -49,7 +54,13 @@ def parse_args(argv=None):
     p.add_argument("--no-torch-ref", action="store_true", help="skip the torch.index_select UVA reference")
     p.add_argument("--json", help="append the JSON lines to this file instead of stdout")
     p.add_argument("--seed", type=int, default=1)
-    return p.parse_args(argv)
+    p.add_argument("--ranks", type=int, default=1,
+                   help="ranks of one node sharing the table's host memory (fork launcher) [1]")
+    args = p.parse_args(argv)
+    if args.ranks < 1 or args.rows % args.ranks:
+        raise SystemExit("overlap_bench: --ranks must be >= 1 and divide --rows (%d), got %d"
+                         % (args.rows, args.ranks))
+    return args
 
 
 def parse_shapes(text):
@@ -178,8 +189,67 @@ class UvaTable:
             self._registered = False
 
 
+# Receive slots per table: the fetch loop keeps FETCH_SLOTS - 1 fetches in
+# flight, so a pause of the Python host loop (a 64 us fetch at 512 x 24)
+# does not leave the fetch stream empty, which would hand its SMs to the
+# GEMM's waiting blocks.
+FETCH_SLOTS = 8
+
+
+def make_table(torch, args):
+    """The global table, the same in every rank: random bf16 bits (the
+    bit-exact check compares bytes)."""
+    g = torch.Generator().manual_seed(args.seed)
+    return torch.randint(-32768, 32767, (args.rows, args.hidden), dtype=torch.int16, generator=g).view(torch.bfloat16)
+
+
+class Shards:
+    """engram tables over the group: rank r writes rows [r*n, (r+1)*n) of
+    the global table. Creating, writing and destroying are collective: every
+    rank walks the same sequence of tables (rank 0 measures, see follow)."""
+
+    def __init__(self, group, args, table):
+        self.group, self.args, self.table = group, args, table
+
+    def open(self, tokens, ept, gpu_sms):
+        import engram
+        torch_bf16 = self.table.dtype
+        per = self.args.rows // self.group.size
+        if self.group.rank != 0:
+            gpu_sms = "1"  # holds a shard, fetches nothing: no calibration beside rank 0's
+        buf = engram.Buffer(self.group, per, self.args.hidden, torch_bf16, tokens, ept, recv="cuda",
+                            config={"gpu_sms": gpu_sms, "fetch_slots": str(FETCH_SLOTS)})
+        try:
+            lo = self.group.rank * per
+            buf.engram_write(self.table[lo:lo + per])
+        except BaseException:
+            buf.destroy()
+            raise
+        return buf
+
+    def close(self, buf):
+        """After rank 0's measurement: the others wait for it here."""
+        try:
+            if self.group.size > 1:
+                self.group.barrier()
+        finally:
+            buf.destroy()
+
+
+def shape_list(args, trace):
+    return [(trace.shape[1], trace.shape[2])] if trace is not None else parse_shapes(args.shapes)
+
+
+def follow(group, args, trace, table):
+    """Ranks other than 0: the same tables as rank 0, in the same order."""
+    shards = Shards(group, args, table)
+    for tokens, ept in shape_list(args, trace):
+        for _, value in parse_sms(args.sms):
+            shards.close(shards.open(tokens, ept, value))
+
+
 class Bench:
-    def __init__(self, args):
+    def __init__(self, args, group=None):
         import torch
         if not torch.cuda.is_available():
             raise SystemExit("overlap_bench: needs a CUDA GPU")
@@ -194,10 +264,11 @@ class Bench:
         self.fetch_stream = torch.cuda.Stream(priority=-1)
         self.records = []
         self.out = open(args.json, "a") if args.json else sys.stdout
-        g = torch.Generator().manual_seed(args.seed)
-        # Row contents: random bf16 bits; the bit-exact check compares bytes.
-        self.table = torch.randint(-32768, 32767, (args.rows, args.hidden), dtype=torch.int16,
-                                   generator=g).view(torch.bfloat16)
+        self.table = make_table(torch, args)
+        if group is None:
+            import engram
+            group = engram.Group.solo()
+        self.shards = Shards(group, args, self.table)
         n = args.gemm_size
         self.a = torch.randn(n, n, device=self.dev, dtype=torch.bfloat16)
         self.b = torch.randn(n, n, device=self.dev, dtype=torch.bfloat16)
@@ -290,14 +361,10 @@ class Bench:
             self.run_torch(name, tokens, ept, sets, fetch_bytes, n_fetches, gemm_alone, h2d_gbps_beside)
 
     def run_engram(self, name, tokens, ept, sets, label, value, fetch_bytes, n_fetches, gemm_alone, h2d_beside):
-        import engram
         torch = self.torch
-        group = engram.Group.solo() if hasattr(engram.Group, "solo") else engram.Group.from_torch(None)
-        buf = engram.Buffer(group, self.args.rows, self.args.hidden, torch.bfloat16, tokens, ept, recv="cuda",
-                            config={"gpu_sms": value})
+        buf = self.shards.open(tokens, ept, value)
         try:
-            buf.engram_write(self.table)
-            depth = 3  # of the 4 fetch slots (fetch_slots' default): one always free to issue into
+            depth = FETCH_SLOTS - 1  # one slot always free to issue into
 
             def run_fetches():
                 hooks = []
@@ -315,9 +382,10 @@ class Bench:
             exact = bool(torch.equal(rows.cpu().view(torch.int16), want.view(torch.int16)))
             del rows, hook
             self.overlap(name, "engram", run_fetches, fetch_bytes, n_fetches, gemm_alone, h2d_beside,
-                         {"gpu_sms": label, "transport": buf.transport, "check": "ok" if exact else "MISMATCH"})
+                         {"gpu_sms": label, "transport": buf.transport, "ranks": buf.num_ranks,
+                          "check": "ok" if exact else "MISMATCH"})
         finally:
-            buf.destroy()
+            self.shards.close(buf)
 
     def run_torch(self, name, tokens, ept, sets, fetch_bytes, n_fetches, gemm_alone, h2d_beside):
         torch = self.torch
@@ -359,17 +427,38 @@ class Bench:
               "\nGB/s bes: the fetch's rate beside the GEMMs; vs h2d: that over the contiguous copy's rate beside them.")
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    trace = load_trace(args.indices, args.rows) if args.indices else None
-    shapes = [(trace.shape[1], trace.shape[2])] if trace is not None else parse_shapes(args.shapes)
-    parse_sms(args.sms)  # fail on a bad list before any GPU work
-    bench = Bench(args)
-    for tokens, ept in shapes:
+def run(args, trace, group=None):
+    bench = Bench(args, group)
+    for tokens, ept in shape_list(args, trace):
         bench.run_shape(tokens, ept, trace)
     bench.print_table()
     bad = [r for r in bench.records if r.get("check") == "MISMATCH"]
     return 1 if bad else 0
+
+
+def rank_main(group, args, trace):
+    group.timeout_ms = max(group.timeout_ms, 30 * 60 * 1000)  # rank 0 measures while the others wait
+    if group.rank == 0:
+        return run(args, trace, group)
+    import torch
+    follow(group, args, trace, make_table(torch, args))
+    return 0
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    trace = load_trace(args.indices, args.rows) if args.indices else None
+    shape_list(args, trace)
+    parse_sms(args.sms)  # fail on a bad list before any GPU work
+    if args.ranks == 1:
+        return run(args, trace)
+    import engram  # forks before this process touches CUDA
+    try:
+        engram.launch(args.ranks, rank_main, args, trace)
+    except engram.Error as e:
+        print("overlap_bench: %s" % e, file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -7,7 +7,11 @@
 // launched with programmatic dependent launch so back-to-back fetches
 // overlap one launch with the previous kernel's tail; it waits for its
 // predecessor before touching memory, so stream order is kept
-// (gather_order_test).
+// (gather_order_test). The dependent kernel's blocks are placed while its
+// predecessor runs, so a chain of fetches keeps its SMs beside a GEMM that
+// would otherwise take each SM a fetch block frees; anything queued between
+// the two kernels (an event record) breaks that chain, which is why the
+// kernel itself can signal completion (args.seq).
 #include <cuda_runtime.h>
 
 #include "engram/gpu/gather.h"
@@ -91,10 +95,17 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
             a.sf[i] = v;
         }
     }
+    if (a.seq != 0)
+        __threadfence(); // this thread's rows and scales, before thread 0 signals
     __syncthreads();
     if (threadIdx.x == 0) {
-        a.bad[blockIdx.x].count = bad_count;
-        a.bad[blockIdx.x].first_row = bad_first;
+        engram_gpu_bad_t *report = &a.bad[blockIdx.x];
+        report->count = bad_count;
+        report->first_row = bad_first;
+        if (a.seq != 0) {
+            __threadfence_system(); // the block's writes, then the tally, before the host sees seq
+            *reinterpret_cast<volatile uint64_t *>(&report->seq) = a.seq;
+        }
     }
 }
 

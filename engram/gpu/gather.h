@@ -10,11 +10,14 @@
 extern "C" {
 #endif
 
-/* One block's bad-index tally, written by the block's thread 0 into
- * host-mapped memory: no counters to reset and no copy back per fetch. */
+/* One block's report, written by the block's thread 0 into host-mapped
+ * memory: its bad-index tally (no counters to reset and no copy back per
+ * fetch) and, last, the fetch's sequence number once all the block's rows
+ * are written (args.seq; kernel-signalled completion, gpu_fetch.c). */
 typedef struct engram_gpu_bad {
     uint64_t count;
     uint64_t first_row; /* lowest token * entries_per_token + entry; UINT64_MAX if none */
+    uint64_t seq;       /* args.seq of the last launch that signalled through this report */
 } engram_gpu_bad_t;
 
 typedef struct engram_gpu_gather_args {
@@ -39,6 +42,11 @@ typedef struct engram_gpu_gather_args {
      * other nodes); rows with another first are left to the copy kernel.
      * NULL: every row is loaded. */
     const uint32_t *first;
+    /* Nonzero: every block stores it into its report's seq after its rows,
+     * scales and tally are written (and fenced): the host sees the fetch
+     * complete without an event behind the kernel on the stream. 0: no
+     * signal (an event or a later kernel tells completion). */
+    uint64_t seq;
 } engram_gpu_gather_args_t;
 
 /* Loads every kernel of this file now. With CUDA's lazy loading a

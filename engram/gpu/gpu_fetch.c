@@ -1,7 +1,16 @@
-/* GPU fetch: one kernel launch on the caller's stream and an event behind
- * it; test/wait poll the event and fold the blocks' bad-index tallies. On
- * more than one node, rows of other nodes come through the host transport
- * (gpu_remote.h) and the event moves behind their scatter.
+/* GPU fetch: one kernel launch on the caller's stream; test/wait see it
+ * complete and fold the blocks' bad-index tallies. When that kernel is the
+ * fetch's only GPU work, it signals completion itself (every block stores
+ * the fetch's seq into its host-mapped report): nothing is queued between
+ * two fetches' kernels, so programmatic dependent launch chains them and
+ * a fetch stream keeps its SMs beside a GEMM (with an event record between
+ * them, each fetch's blocks waited for GEMM blocks to retire: 0.43 -> 0.82
+ * of a contiguous H2D copy at 512 x 24 beside 8192^3 GEMMs on an H200,
+ * docs/BENCHMARKS.md). Otherwise (dedup's copy kernel follows, rows of
+ * other nodes, a GPU-initiated launcher, graph capture) an event is
+ * recorded behind the last work. On more than one node, rows of other
+ * nodes come through the host transport (gpu_remote.h) and the event moves
+ * behind their scatter.
  *
  * With a GPU-initiated transport (fetch launcher) the launcher's issue
  * kernel goes first, so its gets fly while the gather kernel loads the
@@ -73,7 +82,7 @@ static engram_status_t queue_wait(engram_gpu_table_t *g, int slot)
 }
 
 static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int slot, const int64_t *indices,
-                              void *stream)
+                              void *stream, bool capturing)
 {
     const engram_table_t *t = f->table;
     cudaError_t ce = cudaSuccess;
@@ -109,6 +118,9 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
             .bad = g->bad + (size_t)slot * g->blocks,
         };
         ce = (cudaError_t)engram_gpu_dedup_before(g, slot, &a, stream);
+        /* The gather kernel is the fetch's last GPU work: it signals. */
+        if (!capturing && g->launch == NULL && g->remote == NULL && a.first == NULL)
+            a.seq = ++g->last_seq;
         if (ce == cudaSuccess)
             ce = (cudaError_t)engram_gpu_gather_launch(&a, g->blocks, stream);
         if (ce == cudaSuccess)
@@ -122,6 +134,9 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
             cudaStreamSynchronize((cudaStream_t)stream);
             return st;
         }
+        g->slot_seq[slot] = a.seq;
+        if (a.seq != 0)
+            return ENGRAM_OK;
     }
     if (g->launch != NULL && g->wait_pending[slot])
         return ENGRAM_OK; /* the event follows the launcher's wait (queue_wait) */
@@ -162,7 +177,8 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
         return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_fetch_on_stream: all %d receive slots are in flight "
                                              "(fetch_slots); wait and release one first", t->num_slots);
     int slot = (int)(f - t->slots);
-    f->status = launch(f, g, slot, indices, stream);
+    g->slot_seq[slot] = 0;
+    f->status = launch(f, g, slot, indices, stream, capture != cudaStreamCaptureStatusNone);
     if (capture != cudaStreamCaptureStatusNone) {
         /* Captured: the graph's replays do the work, not this call, so the
          * host has nothing to wait for (test/wait/release must not query the
@@ -182,6 +198,24 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
     return ENGRAM_OK;
 }
 
+/* cudaSuccess once the slot's last fetch is complete, cudaErrorNotReady
+ * before, or the error that stopped it. A signalling kernel that faulted
+ * never stores its seq: the context's sticky error, which any call
+ * returns (here: querying the slot's event, recorded or not), says so. */
+static cudaError_t slot_query(const engram_gpu_table_t *g, int slot)
+{
+    const uint64_t seq = g->slot_seq[slot];
+    if (seq == 0)
+        return cudaEventQuery(g->done[slot]);
+    const engram_gpu_bad_t *report = g->bad + (size_t)slot * g->blocks;
+    for (int b = 0; b < g->blocks; b++)
+        if (__atomic_load_n(&report[b].seq, __ATOMIC_ACQUIRE) != seq) {
+            cudaError_t ce = cudaEventQuery(g->done[slot]);
+            return ce == cudaSuccess ? cudaErrorNotReady : ce;
+        }
+    return cudaSuccess;
+}
+
 engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
 {
     if (f->completed)
@@ -199,7 +233,7 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
             return st;
         }
     }
-    cudaError_t ce = cudaEventQuery(g->done[slot]);
+    cudaError_t ce = slot_query(g, slot);
     if (ce == cudaErrorNotReady)
         return ENGRAM_INPROGRESS;
     f->completed = true;

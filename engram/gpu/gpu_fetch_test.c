@@ -31,6 +31,7 @@ typedef struct scenario {
     const char *transport;
     const char *ucx_tls; /* UCX_TLS for transport=ucx */
     const char *dedup;   /* the dedup key; NULL = its default */
+    bool mixed_sms;      /* gpu_sms=auto on rank 0, 2 on the others (a rank's own key) */
 } scenario_t;
 
 /* The bad-index report of the last fetch finish() waited for. */
@@ -237,6 +238,8 @@ static int rank_main(engram_group_t *g, void *arg)
         setenv("UCX_TLS", sc->ucx_tls, 1);
     if (sc->dedup)
         setenv("ENGRAM_DEDUP", sc->dedup, 1);
+    if (sc->mixed_sms)
+        setenv("ENGRAM_GPU_SMS", rank == 0 ? "auto" : "2", 1);
     engram_context_t *ctx = open_context(g, sc, gin);
     cudaStream_t s;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -276,33 +279,35 @@ int main(void)
 {
 #ifdef ENGRAM_GPU_TEST_NCCL_GIN
     static const scenario_t shapes[] = {
-        {2, 2, false, "host_numa", "nccl_gin", NULL, NULL},
-        {2, 2, true, "host_numa", "nccl_gin", NULL, NULL},
-        {2, 1, false, "host_numa", "nccl_gin", NULL, NULL},
-        {2, 1, true, "host_numa", "nccl_gin", NULL, NULL},
-        {2, 2, false, "device", "nccl_gin", NULL, NULL},
-        {2, 1, true, "host_numa", "nccl_gin", NULL, "on"}};
+        {2, 2, false, "host_numa", "nccl_gin", NULL, NULL, false},
+        {2, 2, true, "host_numa", "nccl_gin", NULL, NULL, false},
+        {2, 1, false, "host_numa", "nccl_gin", NULL, NULL, false},
+        {2, 1, true, "host_numa", "nccl_gin", NULL, NULL, false},
+        {2, 2, false, "device", "nccl_gin", NULL, NULL, false},
+        {2, 1, true, "host_numa", "nccl_gin", NULL, "on", false}};
 #else
     static const scenario_t shapes[] = {
-        {1, 1, false, "host_numa", "loopback", NULL, NULL},
-        {4, 4, false, "host_numa", "loopback", NULL, NULL},
-        {4, 4, true, "host_numa", "loopback", NULL, NULL},
-        {1, 1, false, "device", "loopback", NULL, NULL},
-        {4, 4, false, "device", "loopback", NULL, NULL},
-        {4, 4, true, "device", "loopback", NULL, NULL},
+        {1, 1, false, "host_numa", "loopback", NULL, NULL, false},
+        {4, 4, false, "host_numa", "loopback", NULL, NULL, false},
+        {4, 4, true, "host_numa", "loopback", NULL, NULL, false},
+        {1, 1, false, "device", "loopback", NULL, NULL, false},
+        {4, 4, false, "device", "loopback", NULL, NULL, false},
+        {4, 4, true, "device", "loopback", NULL, NULL, false},
         /* 2 emulated nodes x 2: the other node's rows through the host transport */
-        {4, 2, false, "host_numa", "loopback", NULL, NULL},
-        {4, 2, true, "host_numa", "loopback", NULL, NULL},
-        {4, 2, false, "device", "loopback", NULL, NULL},
-        {4, 2, false, "host_numa", "ucx", "posix,self", NULL},
-        {4, 2, true, "host_numa", "ucx", "posix,self", NULL},
-        {4, 2, true, "device", "ucx", "tcp,self", NULL},
-        {4, 2, false, "host_numa", "ucx", "tcp,self", NULL},
+        {4, 2, false, "host_numa", "loopback", NULL, NULL, false},
+        {4, 2, true, "host_numa", "loopback", NULL, NULL, false},
+        {4, 2, false, "device", "loopback", NULL, NULL, false},
+        {4, 2, false, "host_numa", "ucx", "posix,self", NULL, false},
+        {4, 2, true, "host_numa", "ucx", "posix,self", NULL, false},
+        {4, 2, true, "device", "ucx", "tcp,self", NULL, false},
+        {4, 2, false, "host_numa", "ucx", "tcp,self", NULL, false},
         /* dedup=on: this node's rows by the marking kernel, the other's by the host */
-        {1, 1, false, "host_numa", "loopback", NULL, "on"},
-        {4, 4, true, "device", "loopback", NULL, "on"},
-        {4, 2, false, "host_numa", "loopback", NULL, "on"},
-        {4, 2, true, "host_numa", "ucx", "tcp,self", "on"}};
+        {1, 1, false, "host_numa", "loopback", NULL, "on", false},
+        {4, 4, true, "device", "loopback", NULL, "on", false},
+        {4, 2, false, "host_numa", "loopback", NULL, "on", false},
+        {4, 2, true, "host_numa", "ucx", "tcp,self", "on", false},
+        /* ranks with different gpu_sms create their tables together */
+        {4, 4, false, "host_numa", "loopback", NULL, NULL, true}};
 #endif
     /* every scenario runs, so one failure does not hide the others */
     int failed = 0;
@@ -310,10 +315,10 @@ int main(void)
         const scenario_t *sc = &shapes[s];
         int codes[8];
         engram_status_t st = engram_group_fork_run(sc->ranks, sc->local, rank_main, (void *)sc, codes);
-        printf("gpu_fetch_test: %d ranks, %d per node, %s, table in %s, transport %s%s%s%s%s: %s\n", sc->ranks,
+        printf("gpu_fetch_test: %d ranks, %d per node, %s, table in %s, transport %s%s%s%s%s%s: %s\n", sc->ranks,
                sc->local, sc->hybrid ? "hybrid" : "direct", sc->gpu_table, sc->transport,
                sc->ucx_tls ? " UCX_TLS=" : "", sc->ucx_tls ? sc->ucx_tls : "", sc->dedup ? " dedup=" : "",
-               sc->dedup ? sc->dedup : "", st == ENGRAM_OK ? "ok" : "FAILED");
+               sc->dedup ? sc->dedup : "", sc->mixed_sms ? " gpu_sms=auto|2" : "", st == ENGRAM_OK ? "ok" : "FAILED");
         fflush(stdout);
         failed += st != ENGRAM_OK;
     }

@@ -28,7 +28,11 @@ typedef struct engram_gpu_table {
     uint32_t *scales;             /* GPU copy of the replicated scales */
     uint32_t *sf;                 /* GPU scale slots */
     engram_gpu_bad_t *bad;        /* host-mapped, [slots][blocks] */
-    cudaEvent_t *done;            /* [slots]: recorded after each fetch's last GPU work */
+    cudaEvent_t *done;            /* [slots]: recorded after a fetch's last GPU work, unless it signals */
+    /* [slots]: the seq a slot's kernel-signalled fetch waits for in every
+     * block's report (gather.h); 0 while its completion is the event. */
+    uint64_t *slot_seq;
+    uint64_t last_seq;            /* the table's last seq handed to a kernel */
     engram_gpu_remote_t *remote;  /* rows owned by other nodes; NULL on a one-node group */
     /* GPU-initiated transport (hal/gpu_launcher.h): its kernel fetches the
      * rows of routed peers outside [first_peer, first_peer + local_peers),

@@ -67,11 +67,13 @@ static engram_status_t alloc_cuda(engram_table_t *t, engram_gpu_table_t *g)
     ce = cudaHostAlloc((void **)&g->bad, (size_t)t->num_slots * g->sms * sizeof(*g->bad), cudaHostAllocMapped);
     if (ce != cudaSuccess)
         return cuda_error("allocating the bad-index tallies (host-mapped)", ce);
+    memset(g->bad, 0, (size_t)t->num_slots * g->sms * sizeof(*g->bad)); /* no report holds a seq yet */
     engram_status_t st = engram_gpu_dedup_alloc(t, g);
     if (st != ENGRAM_OK)
         return st;
     g->done = calloc((size_t)t->num_slots, sizeof(*g->done));
-    if (g->done == NULL)
+    g->slot_seq = calloc((size_t)t->num_slots, sizeof(*g->slot_seq));
+    if (g->done == NULL || g->slot_seq == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: out of memory for %d events", t->num_slots);
     for (int s = 0; s < t->num_slots; s++) {
         ce = cudaEventCreateWithFlags(&g->done[s], cudaEventDisableTiming);
@@ -200,6 +202,7 @@ static void free_gpu(engram_table_t *t, engram_gpu_table_t *g)
         if (g->done[s] != NULL)
             cudaEventDestroy(g->done[s]);
     free(g->done);
+    free(g->slot_seq);
     cudaFreeHost(g->bad);
     engram_gpu_dedup_free(g);
     cudaFree(g->scales);
@@ -245,8 +248,11 @@ engram_status_t engram_gpu_table_create(engram_context_t *ctx, engram_table_t *t
     st = engram_fd_allgather(ctx->group, my_fd, fds);
     if (st == ENGRAM_OK) {
         st = engram_group_agree(ctx->group, map_span(t, g, fds));
-        if (st == ENGRAM_OK && ctx->cfg.gpu_sms == ENGRAM_CONFIG_INT_AUTO)
-            st = engram_group_agree(ctx->group, engram_gpu_sms_calibrate(t, g, g->sms));
+        /* gpu_sms is each rank's own: every rank agrees, calibrating or not */
+        if (st == ENGRAM_OK)
+            st = engram_group_agree(ctx->group, ctx->cfg.gpu_sms == ENGRAM_CONFIG_INT_AUTO
+                                                    ? engram_gpu_sms_calibrate(t, g, g->sms)
+                                                    : ENGRAM_OK);
         for (int r = 0; r < n; r++)
             if (fds[r] >= 0)
                 close(fds[r]);

@@ -173,11 +173,15 @@ class Buffer:
         Indices captured must be CUDA tensors. num_qps: spread over that many queues (0 = all; host fetches).
         use_tma_aligned_col_major_sf: scales column-major with the token
         stride 1 and a column stride of num_tokens rounded up to 4."""
-        captured, own_stream = False, stream is not None
+        captured, other_stream = False, stream is not None
         if self.recv == "cuda":
             indices, stream, captured = self._cuda_args(indices, stream)
         torch = _torch()
-        if (torch is not None and type(indices) is torch.Tensor and indices.dim() == 2 and not own_stream
+        if other_stream and self.recv == "cuda" and torch is not None:
+            # stream= naming the current stream is no other stream: no handshake, and none queued between two
+            # fetches' kernels (an event pair there costs the fetch its SMs beside a GEMM: gpu_fetch.c)
+            other_stream = stream != torch.cuda.current_stream().cuda_stream
+        if (torch is not None and type(indices) is torch.Tensor and indices.dim() == 2 and not other_stream
                 and indices.dtype in (torch.int64, torch.int32) and indices.is_contiguous()):
             # the fast path: the tensor's attributes instead of torch's __dlpack__ (tens of us on torch 1.13);
             # the indices are on the stream the fetch runs on, so no stream handshake is needed

@@ -84,17 +84,24 @@ for placement in host_numa device; do
         bad=$((bad + 1))
     fi
 done
-# Fetch beside compute (issue 17): skipped with OVERLAP=0; its JSON lines
-# and table go to OUT_DIR/overlap.jsonl / overlap.txt.
+# Fetch beside compute (issue 17): skipped with OVERLAP=0; one rank, then
+# the table sharded over OVERLAP_RANKS (default 4; 1 skips it) ranks of
+# this node. JSON lines and tables go to OUT_DIR/overlap[_ranksN].jsonl/.txt.
 if [[ ${OVERLAP:-1} != 0 ]]; then
-    echo "== overlap_bench.py"
-    # info: gpu_sms=auto logs the budget it picked.
-    if ENGRAM_LOG_LEVEL=info timeout "${OVERLAP_TIMEOUT_S:-420}" "$py" "$root/tools/overlap_bench.py" \
-        --json "$out/overlap.jsonl" 2>&1 \
-        | tee "$out/overlap.txt"; then
-        ok=$((ok + 1))
-    else
-        bad=$((bad + 1))
-    fi
+    overlap_ranks=(1)
+    [[ ${OVERLAP_RANKS:-4} != 1 ]] && overlap_ranks+=("${OVERLAP_RANKS:-4}")
+    for ranks in "${overlap_ranks[@]}"; do
+        name=overlap
+        [[ $ranks != 1 ]] && name=overlap_ranks$ranks
+        echo "== overlap_bench.py --ranks $ranks"
+        # info: gpu_sms=auto logs the budget it picked.
+        if ENGRAM_LOG_LEVEL=info timeout "${OVERLAP_TIMEOUT_S:-420}" "$py" "$root/tools/overlap_bench.py" \
+            --ranks "$ranks" --json "$out/$name.jsonl" 2>&1 \
+            | tee "$out/$name.txt"; then
+            ok=$((ok + 1))
+        else
+            bad=$((bad + 1))
+        fi
+    done
 fi
 echo "python gpu tier: $counts; examples: $ok ok, $bad failed"

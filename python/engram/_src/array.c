@@ -75,7 +75,7 @@ static PyObject *array_dlpack(eg_array_t *a, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO", kw, &stream, &max_version, &dl_device, &copy))
         return NULL;
     /* stream: the rows are complete on the device once the hook returned
-     * (its wait saw the fetch's event), so any consumer stream may read them */
+     * (its wait saw the fetch complete), so any consumer stream may read them */
     (void)stream;
     (void)max_version; /* a legacy (unversioned) capsule is what we offer */
     if (copy != Py_None && PyObject_IsTrue(copy))
