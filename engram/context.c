@@ -66,9 +66,14 @@ static void serve_peers(void *arg)
     (void)ctx->ops->progress(ctx->transport);
 }
 
+uint32_t engram_context_reg_flags(const engram_context_t *ctx)
+{
+    return ctx->caps.flags & ENGRAM_CAP_OWNER_PROGRESS ? ENGRAM_REGION_OWNER_PROGRESS : 0u;
+}
+
 void engram_context_hold_progress(engram_context_t *ctx, uint32_t region_flags, int delta)
 {
-    if (!(region_flags & ENGRAM_CAP_OWNER_PROGRESS) ||
+    if (!(region_flags & ENGRAM_REGION_OWNER_PROGRESS) ||
         ctx->ops->size < offsetof(engram_transport_ops_t, progress) + sizeof(ctx->ops->progress) ||
         ctx->ops->progress == NULL)
         return;

@@ -251,7 +251,7 @@ static engram_status_t shard_register(engram_context_t *ctx, engram_table_t *t)
             return st;
         engram_table_fill_shape(t);
     }
-    t->shard_flags = ctx->caps.flags & ENGRAM_CAP_OWNER_PROGRESS;
+    t->shard_flags = engram_context_reg_flags(ctx);
     return ctx->ops->reg_symmetric(ctx->transport, t->shard, span, &t->shard_region);
 }
 
@@ -317,7 +317,7 @@ engram_status_t engram_table_create(engram_context_t *ctx, const engram_table_pa
         return st;
     }
     if (params->recv == ENGRAM_RECV_CUDA) { /* its host mirror, if any, is a registered segment */
-        t->shard_flags = ctx->caps.flags & ENGRAM_CAP_OWNER_PROGRESS;
+        t->shard_flags = engram_context_reg_flags(ctx);
         engram_context_hold_progress(ctx, t->shard_flags, 1);
     }
     ctx->live_tables++;

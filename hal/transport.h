@@ -41,6 +41,13 @@ extern "C" {
 
 #define ENGRAM_GET_AGGREGATE (1u << 0) /* do not ring the doorbell for this get */
 
+/* Region flags (alloc_symmetric's *region_flags): what one region needs,
+ * where the capability bits speak for the transport as a whole. */
+/* Gets from this region complete only while its owner's CPU calls
+ * ops->progress. The bit equals ENGRAM_CAP_OWNER_PROGRESS's, which
+ * backends built before the region flags had their own name passed. */
+#define ENGRAM_REGION_OWNER_PROGRESS (1u << 4)
+
 /* How a symmetric region addresses its peers. */
 typedef enum engram_reg_span {
     /* peer p (0..size-1) = rank p; region = rank p's segment */
@@ -147,9 +154,9 @@ typedef struct engram_transport_ops {
      * dereg frees the memory (peers may keep reading it until their own
      * dereg). Returns the same status on every rank; ENGRAM_ERR_UNSUPPORTED
      * means: allocate a segment and reg_symmetric it instead.
-     * *region_flags receives ENGRAM_CAP_OWNER_PROGRESS when some rank's
-     * gets from this region still need the owner's CPU; the flag in caps
-     * then speaks for reg_symmetric regions only. */
+     * *region_flags receives ENGRAM_REGION_OWNER_PROGRESS when some rank's
+     * gets from this region still need the owner's CPU; the cap
+     * ENGRAM_CAP_OWNER_PROGRESS then speaks for reg_symmetric regions only. */
     engram_status_t (*alloc_symmetric)(engram_transport_t *t, const engram_segment_params_t *params,
                                        engram_reg_span_t span, engram_region_t **out, void **addr,
                                        uint32_t *region_flags);

@@ -30,7 +30,7 @@ extern recording_log_t recording_log;
 extern uint32_t recording_caps_flags;
 /* alloc_symmetric's outcome: ENGRAM_ERR_UNSUPPORTED (the default: the
  * engram layer falls back to a host segment and reg_symmetric), ENGRAM_OK
- * (zeroed heap memory, recording_alloc_flags as the region's flags, its
+ * (zeroed heap memory, recording_alloc_flags as the region's ENGRAM_REGION_* flags, its
  * address in recording_alloc_addr) or another error. Calls are counted. */
 extern engram_status_t recording_alloc_status;
 extern uint32_t recording_alloc_flags;
