@@ -77,7 +77,7 @@ engram_status_t engram_fetch_get_row(engram_fetch_slot_t *f, int queue, const en
     engram_table_t *t = f->table;
     engram_context_t *ctx = t->ctx;
     uint32_t *counter = &f->counters[(uint64_t)queue * t->num_peers + r->peer];
-    unsigned flags = engram_flush_next_flags(counter, (uint32_t)ctx->cfg.flush_depth);
+    unsigned flags = engram_flush_next_flags(counter, ctx->flush_depth);
     return ctx->ops->get(ctx->transport, queue, (int)r->peer, t->shard_region, r->src_off, dst, dst_off,
                          t->params.row_bytes, flags);
 }

@@ -17,6 +17,9 @@ struct engram_context {
     engram_transport_t *transport;
     engram_transport_caps_t caps;
     int num_queues;
+    /* Gets per (queue, peer) between doorbells: flush_depth, at most
+     * caps.max_outstanding (context.c's doorbell_depth). */
+    uint32_t flush_depth;
     int live_tables;
     int progress_regions; /* symmetric regions whose gets need their owner's CPU */
 };
