@@ -4,8 +4,9 @@
  *   1. copy the configuration (or read defaults, file and env);
  *   2. select the transport (registry: explicit name, plugin, or auto);
  *   3. open it on the group (the transport exchanges its addresses);
- *   4. check the queue count against what it offers, and agree on the
- *      outcome with every rank so that none is left waiting. */
+ *   4. check the queue count against what it offers and, for a transport
+ *      confined to one host, that the group is; agree on each outcome with
+ *      every rank so that none is left waiting. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,35 @@ static engram_status_t choose_queues(engram_context_t *ctx)
     return ENGRAM_OK;
 }
 
+/* A transport without ENGRAM_CAP_CROSS_HOST reaches only ranks on its own
+ * host: a group spanning hosts is refused here, before any table. Every
+ * rank has the same caps, so every rank takes part in the collective. */
+static engram_status_t check_hosts(engram_context_t *ctx)
+{
+    if (ctx->caps.flags & ENGRAM_CAP_CROSS_HOST)
+        return ENGRAM_OK;
+    int single = engram_group_single_host(ctx->group);
+    if (single < 0)
+        return (engram_status_t)single;
+    if (single == 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
+                            "transport %s reaches only ranks on its own host (no cross-host capability), and this "
+                            "group's %d ranks run on more than one host",
+                            ctx->ops->name, engram_group_size(ctx->group));
+    return ENGRAM_OK;
+}
+
+/* A queue holds at most caps.max_outstanding gets in flight, and its get
+ * blocks while it is full: a batch held back (AGGREGATE) past that would
+ * make the transport ring on its own or wait on gets it never sent, so the
+ * doorbell rings at least that often. 0 states no bound. */
+static uint32_t doorbell_depth(const engram_context_t *ctx)
+{
+    uint32_t depth = (uint32_t)ctx->cfg.flush_depth; /* 1..2^20: config_keys.h */
+    int most = ctx->caps.max_outstanding;
+    return most > 0 && (uint32_t)most < depth ? (uint32_t)most : depth;
+}
+
 bool engram_context_needs_progress(const engram_context_t *ctx)
 {
     return ctx->progress_regions > 0;
@@ -66,9 +96,14 @@ static void serve_peers(void *arg)
     (void)ctx->ops->progress(ctx->transport);
 }
 
+uint32_t engram_context_reg_flags(const engram_context_t *ctx)
+{
+    return ctx->caps.flags & ENGRAM_CAP_OWNER_PROGRESS ? ENGRAM_REGION_OWNER_PROGRESS : 0u;
+}
+
 void engram_context_hold_progress(engram_context_t *ctx, uint32_t region_flags, int delta)
 {
-    if (!(region_flags & ENGRAM_CAP_OWNER_PROGRESS) ||
+    if (!(region_flags & ENGRAM_REGION_OWNER_PROGRESS) ||
         ctx->ops->size < offsetof(engram_transport_ops_t, progress) + sizeof(ctx->ops->progress) ||
         ctx->ops->progress == NULL)
         return;
@@ -123,10 +158,14 @@ engram_status_t engram_context_create(const engram_config_t *cfg, engram_group_t
     if (st != ENGRAM_OK)
         goto err_free_ctx;
     ctx->ops->caps(ctx->transport, &ctx->caps);
+    ctx->flush_depth = doorbell_depth(ctx);
     st = engram_group_agree(group, choose_queues(ctx));
+    if (st == ENGRAM_OK)
+        st = engram_group_agree(group, check_hosts(ctx));
     if (st != ENGRAM_OK)
         goto err_close_transport;
-    ENGRAM_INFO("context on transport %s, %d queues", ctx->ops->name, ctx->num_queues);
+    ENGRAM_INFO("context on transport %s, %d queues, a doorbell every %u gets per (queue, peer)", ctx->ops->name,
+                ctx->num_queues, ctx->flush_depth);
     *out = ctx;
     return ENGRAM_OK;
 

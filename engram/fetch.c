@@ -21,6 +21,7 @@ static engram_status_t test_slot(engram_fetch_slot_t *f)
         return st;
     if (st == ENGRAM_OK && f->deduping != NULL)
         engram_dedup_copy_rows(f->deduping, f->rows, f->table->params.row_bytes);
+    ENGRAM_TRACE("fetch in slot %d complete: %s", (int)(f - f->table->slots), engram_status_str(st));
     f->completed = true;
     return st;
 }
@@ -77,7 +78,10 @@ engram_status_t engram_fetch_get_row(engram_fetch_slot_t *f, int queue, const en
     engram_table_t *t = f->table;
     engram_context_t *ctx = t->ctx;
     uint32_t *counter = &f->counters[(uint64_t)queue * t->num_peers + r->peer];
-    unsigned flags = engram_flush_next_flags(counter, (uint32_t)ctx->cfg.flush_depth);
+    unsigned flags = engram_flush_next_flags(counter, ctx->flush_depth);
+    ENGRAM_TRACE("get queue %d peer %u: remote offset %llu -> local offset %llu, %u bytes%s", queue, r->peer,
+                 (unsigned long long)r->src_off, (unsigned long long)dst_off, t->params.row_bytes,
+                 flags & ENGRAM_GET_AGGREGATE ? "" : ", doorbell");
     return ctx->ops->get(ctx->transport, queue, (int)r->peer, t->shard_region, r->src_off, dst, dst_off,
                          t->params.row_bytes, flags);
 }
@@ -170,6 +174,7 @@ engram_status_t engram_fetch_flush(engram_fetch_slot_t *f)
             *c = 0;
             engram_request_t *req;
             engram_status_t st = ctx->ops->flush(ctx->transport, q, p, &req);
+            ENGRAM_TRACE("flush queue %d peer %d: %s", q, p, engram_status_str(st));
             if (st == ENGRAM_OK)
                 f->reqs[f->num_reqs++] = req;
             else if (first == ENGRAM_OK)
@@ -246,6 +251,7 @@ engram_status_t engram_fetch_test_flushes(engram_fetch_slot_t *f)
         }
         if (st != ENGRAM_OK && f->status == ENGRAM_OK)
             f->status = st;
+        ENGRAM_TRACE("flush request complete (%d left): %s", f->num_reqs - 1, engram_status_str(st));
         ctx->ops->request_free(ctx->transport, f->reqs[i]);
         f->reqs[i] = f->reqs[--f->num_reqs];
     }

@@ -17,6 +17,9 @@ struct engram_context {
     engram_transport_t *transport;
     engram_transport_caps_t caps;
     int num_queues;
+    /* Gets per (queue, peer) between doorbells: flush_depth, at most
+     * caps.max_outstanding (context.c's doorbell_depth). */
+    uint32_t flush_depth;
     int live_tables;
     int progress_regions; /* symmetric regions whose gets need their owner's CPU */
 };
@@ -94,7 +97,7 @@ struct engram_table {
     engram_table_sizes_t sizes;
     engram_segment_t *shard;
     engram_region_t *shard_region; /* the shard as the transport reads it (GPU tables: a host mirror) */
-    uint32_t shard_flags;          /* ENGRAM_CAP_OWNER_PROGRESS when peers' gets need this rank's CPU */
+    uint32_t shard_flags;          /* ENGRAM_REGION_* of the shard's region (owner progress) */
     engram_segment_t *recv;
     engram_region_t *recv_region;  /* where gets land (GPU tables: the host staging) */
     uint32_t *scales; /* replicated global scales, [total_entries][scale_packs] */
@@ -141,8 +144,12 @@ void engram_fetch_drop_retired(engram_table_t *t);
 bool engram_context_needs_progress(const engram_context_t *ctx);
 /* The transport's fetch launcher (GPU-initiated backends), or NULL. */
 const engram_gpu_launcher_ops_t *engram_context_gpu_launcher(const engram_context_t *ctx);
+/* The region flags of a reg_symmetric region, which only the transport's
+ * caps describe: ENGRAM_REGION_OWNER_PROGRESS when it has
+ * ENGRAM_CAP_OWNER_PROGRESS. */
+uint32_t engram_context_reg_flags(const engram_context_t *ctx);
 /* Counts a symmetric region in (delta 1, after its registration) or out
- * (-1, after its dereg) when region_flags has ENGRAM_CAP_OWNER_PROGRESS;
+ * (-1, after its dereg) when region_flags has ENGRAM_REGION_OWNER_PROGRESS;
  * the group's progress hook serves peers while any is counted. Collective
  * in effect: every rank counts the same regions. */
 void engram_context_hold_progress(engram_context_t *ctx, uint32_t region_flags, int delta);

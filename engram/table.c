@@ -24,6 +24,45 @@
 #include "hal/struct_import.h"
 #include "memory/host_segment.h"
 
+/* The memory kinds the table's gets read (*from: the shard, or its host
+ * mirror) and write (*to: the receive slots, or their host staging);
+ * false when no get goes through the transport (a recv=CUDA table on one
+ * node without a fetch launcher reads every row with GPU loads). */
+static bool get_kinds(const engram_context_t *ctx, const engram_table_params_t *p, engram_mem_kind_t *from,
+                      engram_mem_kind_t *to)
+{
+    *from = *to = ENGRAM_MEM_HOST;
+    if (p->recv == ENGRAM_RECV_HOST)
+        return true;
+    if (engram_context_gpu_launcher(ctx) != NULL) { /* the kernel gets from the CUDA shard into the CUDA slots */
+        *from = ctx->cfg.gpu_table == ENGRAM_GPU_TABLE_DEVICE ? ENGRAM_MEM_CUDA_DEVICE : ENGRAM_MEM_CUDA_HOST_NUMA;
+        *to = ENGRAM_MEM_CUDA_DEVICE;
+        return true;
+    }
+    /* other nodes' rows: host gets from the shard's host mirror into a host staging (engram/gpu/gpu_remote.c) */
+    return engram_group_local_size(ctx->group) < engram_group_size(ctx->group);
+}
+
+/* A transport reads only the kinds in caps.read_kinds and writes only
+ * those in caps.write_kinds: a table needing another is refused here, not
+ * met by a registration or a get that fails on some fabric. */
+static engram_status_t check_kinds(const engram_context_t *ctx, const engram_table_params_t *p)
+{
+    engram_mem_kind_t from, to;
+    if (!get_kinds(ctx, p, &from, &to))
+        return ENGRAM_OK;
+    const char *recv = p->recv == ENGRAM_RECV_HOST ? "HOST" : "CUDA";
+    if (!(ctx->caps.read_kinds & ENGRAM_MEM_KIND_BIT(from)))
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
+                            "recv=%s: transport %s cannot read %s memory, where this table's shard lies", recv,
+                            ctx->ops->name, engram_mem_kind_name(from));
+    if (!(ctx->caps.write_kinds & ENGRAM_MEM_KIND_BIT(to)))
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
+                            "recv=%s: transport %s cannot write %s memory, where this table's rows are received",
+                            recv, ctx->ops->name, engram_mem_kind_name(to));
+    return ENGRAM_OK;
+}
+
 static engram_status_t check_params(const engram_context_t *ctx, const engram_table_params_t *p,
                                     engram_table_sizes_t *sizes)
 {
@@ -47,7 +86,8 @@ static engram_status_t check_params(const engram_context_t *ctx, const engram_ta
     if (ctx->cfg.mode == ENGRAM_MODE_HYBRID && !(ctx->caps.flags & ENGRAM_CAP_HYBRID))
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "mode=hybrid: transport %s has no node-span regions",
                             ctx->ops->name);
-    return p->recv == ENGRAM_RECV_CUDA ? engram_gpu_table_check(ctx, p) : ENGRAM_OK;
+    st = p->recv == ENGRAM_RECV_CUDA ? engram_gpu_table_check(ctx, p) : ENGRAM_OK;
+    return st == ENGRAM_OK ? check_kinds(ctx, p) : st;
 }
 
 /* Step 1: local validation (and the sizes) plus the same params on every
@@ -251,7 +291,7 @@ static engram_status_t shard_register(engram_context_t *ctx, engram_table_t *t)
             return st;
         engram_table_fill_shape(t);
     }
-    t->shard_flags = ctx->caps.flags & ENGRAM_CAP_OWNER_PROGRESS;
+    t->shard_flags = engram_context_reg_flags(ctx);
     return ctx->ops->reg_symmetric(ctx->transport, t->shard, span, &t->shard_region);
 }
 
@@ -317,7 +357,7 @@ engram_status_t engram_table_create(engram_context_t *ctx, const engram_table_pa
         return st;
     }
     if (params->recv == ENGRAM_RECV_CUDA) { /* its host mirror, if any, is a registered segment */
-        t->shard_flags = ctx->caps.flags & ENGRAM_CAP_OWNER_PROGRESS;
+        t->shard_flags = engram_context_reg_flags(ctx);
         engram_context_hold_progress(ctx, t->shard_flags, 1);
     }
     ctx->live_tables++;

@@ -19,6 +19,16 @@
 #include "hal/config.h"
 #include "hal/config_view.h"
 
+/* num_qps counts queues (the word the code and the transports use); the
+ * key keeps its name for the configurations that already set it.
+ * flush_depth's default, 768, came with the first configuration table and
+ * no measurement or source for it is recorded. What it bounds: the gets
+ * per (queue, peer) a transport may hold back (AGGREGATE) before one rings
+ * the doorbell. Why any value in range is safe: the engram layer caps it
+ * by the queue's caps.max_outstanding (engram/context.c), and a fetch's
+ * flushes ring whatever is still held; the value only trades doorbells
+ * (MMIO writes, progress calls) against how soon the first gets of a large
+ * batch leave. */
 #define ENGRAM_CONFIG_KEYS(X)                                                                         \
     X(transport, STRING, "auto", "auto|loopback|ucx|nccl_gin|mlx5dv|<plugin name>",                   \
       "Transport backend; auto picks the best available and logs why others were passed over")        \

@@ -23,6 +23,14 @@ typedef enum engram_mem_kind {
 } engram_mem_kind_t;
 
 #define ENGRAM_MEM_KIND_BIT(k) (1u << (k))
+#define ENGRAM_MEM_NUM_KINDS 3
+
+/* The kind's name in messages and engram_info ("?" for none of them). */
+static inline const char *engram_mem_kind_name(engram_mem_kind_t kind)
+{
+    static const char *const names[ENGRAM_MEM_NUM_KINDS] = {"host", "cuda_device", "cuda_host_numa"};
+    return (unsigned)kind < ENGRAM_MEM_NUM_KINDS ? names[kind] : "?";
+}
 
 typedef struct engram_segment_ops engram_segment_ops_t;
 

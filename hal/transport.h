@@ -41,6 +41,13 @@ extern "C" {
 
 #define ENGRAM_GET_AGGREGATE (1u << 0) /* do not ring the doorbell for this get */
 
+/* Region flags (alloc_symmetric's *region_flags): what one region needs,
+ * where the capability bits speak for the transport as a whole. */
+/* Gets from this region complete only while its owner's CPU calls
+ * ops->progress. The bit equals ENGRAM_CAP_OWNER_PROGRESS's, which
+ * backends built before the region flags had their own name passed. */
+#define ENGRAM_REGION_OWNER_PROGRESS (1u << 4)
+
 /* How a symmetric region addresses its peers. */
 typedef enum engram_reg_span {
     /* peer p (0..size-1) = rank p; region = rank p's segment */
@@ -60,7 +67,11 @@ typedef struct engram_transport_caps {
     uint32_t read_kinds;      /* ENGRAM_MEM_KIND_BIT of kinds gets can read */
     uint32_t write_kinds;     /* ENGRAM_MEM_KIND_BIT of kinds gets can write */
     int max_queues;           /* queues it offers */
-    int max_outstanding;      /* gets in flight per queue before get blocks on progress */
+    /* Gets one queue holds in flight; a get on a full queue rings what it
+     * holds and blocks driving progress until there is room. The engram
+     * layer rings the doorbell at least every max_outstanding gets per
+     * (queue, peer) (it caps flush_depth by it). 0: not stated, no cap. */
+    int max_outstanding;
 } engram_transport_caps_t;
 
 /* A check of what the caller guarantees: a get's offsets lie inside its
@@ -147,9 +158,9 @@ typedef struct engram_transport_ops {
      * dereg frees the memory (peers may keep reading it until their own
      * dereg). Returns the same status on every rank; ENGRAM_ERR_UNSUPPORTED
      * means: allocate a segment and reg_symmetric it instead.
-     * *region_flags receives ENGRAM_CAP_OWNER_PROGRESS when some rank's
-     * gets from this region still need the owner's CPU; the flag in caps
-     * then speaks for reg_symmetric regions only. */
+     * *region_flags receives ENGRAM_REGION_OWNER_PROGRESS when some rank's
+     * gets from this region still need the owner's CPU; the cap
+     * ENGRAM_CAP_OWNER_PROGRESS then speaks for reg_symmetric regions only. */
     engram_status_t (*alloc_symmetric)(engram_transport_t *t, const engram_segment_params_t *params,
                                        engram_reg_span_t span, engram_region_t **out, void **addr,
                                        uint32_t *region_flags);

@@ -130,7 +130,7 @@ static void check_hybrid(engram_group_t *g)
  * table, with a clear error, and nothing stays registered. */
 static void check_host_table_refused(engram_group_t *g)
 {
-    recording_caps_flags = ENGRAM_CAP_GPU_INITIATED;
+    recording_caps.flags = ENGRAM_CAP_GPU_INITIATED;
     engram_config_t *cfg;
     CHECK_OK(engram_config_create(&cfg));
     CHECK_OK(engram_config_set(cfg, "transport", "recording"));
@@ -144,7 +144,7 @@ static void check_host_table_refused(engram_group_t *g)
     CHECK(t == NULL && strstr(engram_last_error(), "posts gets only from GPU kernels") != NULL);
     CHECK(recording_log.open_regions == 0);
     CHECK_OK(engram_context_destroy(ctx));
-    recording_caps_flags = ENGRAM_CAP_HOST_INITIATED | ENGRAM_CAP_HYBRID;
+    recording_caps_reset();
 }
 
 int main(void)

@@ -34,16 +34,21 @@ static engram_status_t rec_open(engram_group_t *g, const engram_config_view_t *c
     return *out ? ENGRAM_OK : ENGRAM_ERR_NOMEM;
 }
 
-uint32_t recording_caps_flags = ENGRAM_CAP_HOST_INITIATED | ENGRAM_CAP_HYBRID;
+#define RECORDING_DEFAULT_CAPS                                                                           \
+    {.flags = ENGRAM_CAP_HOST_INITIATED | ENGRAM_CAP_HYBRID, .read_kinds = ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_HOST), \
+     .write_kinds = ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_HOST), .max_queues = 8, .max_outstanding = 1 << 20}
+
+engram_transport_caps_t recording_caps = RECORDING_DEFAULT_CAPS;
+
+void recording_caps_reset(void)
+{
+    recording_caps = (engram_transport_caps_t)RECORDING_DEFAULT_CAPS;
+}
 
 static void rec_caps(const engram_transport_t *t, engram_transport_caps_t *caps)
 {
     (void)t;
-    memset(caps, 0, sizeof(*caps));
-    caps->flags = recording_caps_flags;
-    caps->read_kinds = caps->write_kinds = ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_HOST);
-    caps->max_queues = 8;
-    caps->max_outstanding = 1 << 20;
+    *caps = recording_caps;
 }
 
 static engram_status_t rec_reg(engram_transport_t *t, engram_segment_t *seg, engram_region_t **out)

@@ -25,12 +25,15 @@ typedef struct recording_log {
 } recording_log_t;
 
 extern recording_log_t recording_log;
-/* The capability flags the transport reports (default: host-initiated,
- * hybrid); tests change it to play other kinds of backend. */
-extern uint32_t recording_caps_flags;
+/* The capabilities the transport reports; tests change them to play other
+ * kinds of backend and restore them with recording_caps_reset. Default:
+ * host-initiated and hybrid, reading and writing host memory, 8 queues,
+ * 2^20 gets outstanding per queue. */
+extern engram_transport_caps_t recording_caps;
+void recording_caps_reset(void);
 /* alloc_symmetric's outcome: ENGRAM_ERR_UNSUPPORTED (the default: the
  * engram layer falls back to a host segment and reg_symmetric), ENGRAM_OK
- * (zeroed heap memory, recording_alloc_flags as the region's flags, its
+ * (zeroed heap memory, recording_alloc_flags as the region's ENGRAM_REGION_* flags, its
  * address in recording_alloc_addr) or another error. Calls are counted. */
 extern engram_status_t recording_alloc_status;
 extern uint32_t recording_alloc_flags;

@@ -56,7 +56,7 @@ static engram_status_t issue_launcher(engram_fetch_slot_t *f, engram_gpu_table_t
         .rows_off = (uint64_t)((char *)f->rows - g->base), /* the span begins with the receive region */
         .first_local_peer = g->first_peer,
         .local_peers = g->local_peers,
-        .flush_depth = (uint32_t)t->ctx->cfg.flush_depth,
+        .flush_depth = t->ctx->flush_depth,
         .first_queue = f->first_queue,
         .num_queues = f->num_queues,
         .slot = slot,

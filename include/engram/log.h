@@ -1,5 +1,6 @@
 /* Logging. Level from ENGRAM_LOG_LEVEL = error|warn|info|debug|trace
- * (default warn), read once. Output goes to stderr, one line per message,
+ * (default warn; the names of engram_log_level_t's values), read once;
+ * trace lines exist only in builds with ENGRAM_WITH_TRACE (ENGRAM_TRACE). Output goes to stderr, one line per message,
  * prefixed "engram[<pid>] <level> <file>:<line>", unless the program
  * installs a handler (engram_log_set_handler).
  * Public header (installed as <engram/log.h>) for transport plugins: their
@@ -45,6 +46,19 @@ ENGRAM_API engram_status_t engram_error_at(engram_status_t status, const char *f
 #define ENGRAM_WARN(...) ENGRAM_LOG(ENGRAM_LOG_LEVEL_WARN, __VA_ARGS__)
 #define ENGRAM_INFO(...) ENGRAM_LOG(ENGRAM_LOG_LEVEL_INFO, __VA_ARGS__)
 #define ENGRAM_DEBUG(...) ENGRAM_LOG(ENGRAM_LOG_LEVEL_DEBUG, __VA_ARGS__)
+/* The data path (every get, flush and completion): compiled in only where
+ * the build defines ENGRAM_WITH_TRACE (bazel build --config=trace), as
+ * even a level check per get costs; elsewhere the arguments are still
+ * type-checked, and nothing is emitted. */
+#ifdef ENGRAM_WITH_TRACE
+#define ENGRAM_TRACE(...) ENGRAM_LOG(ENGRAM_LOG_LEVEL_TRACE, __VA_ARGS__)
+#else
+#define ENGRAM_TRACE(...)                                                       \
+    do {                                                                        \
+        if (0)                                                                  \
+            engram_log_write(ENGRAM_LOG_LEVEL_TRACE, __FILE__, __LINE__, __VA_ARGS__); \
+    } while (0)
+#endif
 #define ENGRAM_ERROR(status, ...) engram_error_at((status), __FILE__, __LINE__, __VA_ARGS__)
 
 #endif

@@ -17,7 +17,6 @@ enum { MAX_PLUGINS = 64 };
 
 static void print_caps(const engram_transport_caps_t *caps)
 {
-    static const char *const kinds[] = {"host", "cuda_device", "cuda_host_numa"};
     printf("      caps:");
     if (caps->flags & ENGRAM_CAP_HOST_INITIATED)
         printf(" host-initiated");
@@ -27,14 +26,19 @@ static void print_caps(const engram_transport_caps_t *caps)
         printf(" hybrid");
     if (caps->flags & ENGRAM_CAP_CROSS_HOST)
         printf(" cross-host");
-    printf("; queues %d, outstanding/queue %d; reads", caps->max_queues, caps->max_outstanding);
-    for (int k = 0; k < 3; k++)
+    printf("; queues %d, outstanding/queue ", caps->max_queues);
+    if (caps->max_outstanding > 0)
+        printf("%d", caps->max_outstanding);
+    else
+        printf("not stated");
+    printf("; reads");
+    for (int k = 0; k < ENGRAM_MEM_NUM_KINDS; k++)
         if (caps->read_kinds & ENGRAM_MEM_KIND_BIT(k))
-            printf(" %s", kinds[k]);
+            printf(" %s", engram_mem_kind_name((engram_mem_kind_t)k));
     printf("; writes");
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < ENGRAM_MEM_NUM_KINDS; k++)
         if (caps->write_kinds & ENGRAM_MEM_KIND_BIT(k))
-            printf(" %s", kinds[k]);
+            printf(" %s", engram_mem_kind_name((engram_mem_kind_t)k));
     printf("\n");
 }
 

@@ -21,10 +21,9 @@
 #include "memory/segment_span.h"
 
 #define LOOPBACK_MAX_QUEUES 64
-/* Gets never wait for progress, so this only tells callers not to hold back. */
-#define LOOPBACK_MAX_OUTSTANDING (1 << 20)
 #define REQUEST_BLOCK 64 /* flush requests allocated at a time */
-/* Gets held per queue; more than the engram layer's usual flush depth. */
+/* Gets held per queue (its gets in flight, max_outstanding): more than the
+ * engram layer's default flush depth, so its batches are not split. */
 #define QUEUE_DEPTH 1024
 
 struct engram_request {
@@ -118,7 +117,7 @@ static void loopback_caps(const engram_transport_t *t, engram_transport_caps_t *
         .read_kinds = ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_HOST),
         .write_kinds = ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_HOST),
         .max_queues = LOOPBACK_MAX_QUEUES,
-        .max_outstanding = LOOPBACK_MAX_OUTSTANDING,
+        .max_outstanding = QUEUE_DEPTH,
     };
 }
 

@@ -318,7 +318,7 @@ engram_status_t engram_ucx_alloc_symmetric(engram_transport_t *t, const engram_s
         engram_ucx_dereg(t, r);
         return st;
     }
-    *region_flags = t->target_progress && !every_direct ? ENGRAM_CAP_OWNER_PROGRESS : 0;
+    *region_flags = t->target_progress && !every_direct ? ENGRAM_REGION_OWNER_PROGRESS : 0;
     *addr = r->local_base;
     *out = r;
     return ENGRAM_OK;

@@ -388,7 +388,7 @@ static int alloc_fetch_main(engram_group_t *group, void *arg)
     CHECK(remote == NULL && addr == NULL);
     params.huge = ENGRAM_HUGE_AUTO;
     CHECK_OK(ops->alloc_symmetric(t, &params, ENGRAM_REG_RANK, &remote, &addr, &flags));
-    CHECK(flags == (tls_maps_peers() ? 0u : ENGRAM_CAP_OWNER_PROGRESS));
+    CHECK(flags == (tls_maps_peers() ? 0u : ENGRAM_REGION_OWNER_PROGRESS));
     serve_alloc_and_close(group, sc, t, cfg, remote, addr);
     return 0;
 }
