@@ -43,7 +43,7 @@ static const engram_group_ops_t callbacks_ops = {
     .destroy = callbacks_destroy,
 };
 
-engram_status_t engram_group_from_callbacks(const engram_group_callbacks_t *cb, engram_group_t **out)
+engram_status_t engram_group_callbacks_create(const engram_group_callbacks_t *cb, engram_group_t **out)
 {
     if (cb == NULL || out == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "group from callbacks: NULL %s", cb == NULL ? "callbacks" : "out");
@@ -92,5 +92,5 @@ engram_status_t engram_group_solo_create(engram_group_t **out)
 {
     engram_group_callbacks_t cb = {.size = sizeof(cb), .rank = 0, .nranks = 1, .local_size = 1,
                                    .allgather = solo_allgather, .barrier = solo_barrier};
-    return engram_group_from_callbacks(&cb, out);
+    return engram_group_callbacks_create(&cb, out);
 }

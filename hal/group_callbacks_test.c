@@ -62,7 +62,7 @@ int main(void)
     fake_t f = {.nranks = 4};
     engram_group_t *g = NULL;
     engram_group_callbacks_t cb = callbacks(&f, 3, 2);
-    CHECK_OK(engram_group_from_callbacks(&cb, &g));
+    CHECK_OK(engram_group_callbacks_create(&cb, &g));
     CHECK(engram_group_rank(g) == 3 && engram_group_size(g) == 4);
     CHECK(engram_group_local_rank(g) == 1 && engram_group_local_size(g) == 2);
 
@@ -97,37 +97,37 @@ int main(void)
     /* Callbacks without destroy are fine. */
     cb = callbacks(&f, 0, 0);
     cb.destroy = NULL;
-    CHECK_OK(engram_group_from_callbacks(&cb, &g));
+    CHECK_OK(engram_group_callbacks_create(&cb, &g));
     CHECK(engram_group_local_size(g) == 4);
     engram_group_destroy(g);
     CHECK(f.destroyed == 1);
 
     /* Refusals leave *out alone and never call destroy (the caller keeps ctx). */
     g = NULL;
-    CHECK_ERROR(engram_group_from_callbacks(NULL, &g), ENGRAM_ERR_INVALID, "NULL callbacks");
+    CHECK_ERROR(engram_group_callbacks_create(NULL, &g), ENGRAM_ERR_INVALID, "NULL callbacks");
     cb = callbacks(&f, 0, 0);
-    CHECK_ERROR(engram_group_from_callbacks(&cb, NULL), ENGRAM_ERR_INVALID, "NULL out");
+    CHECK_ERROR(engram_group_callbacks_create(&cb, NULL), ENGRAM_ERR_INVALID, "NULL out");
     cb.size = sizeof(cb) - 1;
-    CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_VERSION,
+    CHECK_ERROR(engram_group_callbacks_create(&cb, &g), ENGRAM_ERR_VERSION,
                 "group callbacks: size 55 is not a multiple of the struct's alignment 8");
     cb.size = ENGRAM_GROUP_CALLBACKS_MIN_SIZE - 8;
-    CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_VERSION,
+    CHECK_ERROR(engram_group_callbacks_create(&cb, &g), ENGRAM_ERR_VERSION,
                 "group callbacks: size is 40 bytes, less than the 48 every version has");
     cb = callbacks(&f, 0, 0);
     cb.allgather = NULL;
-    CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_INVALID, "allgather callback is NULL");
+    CHECK_ERROR(engram_group_callbacks_create(&cb, &g), ENGRAM_ERR_INVALID, "allgather callback is NULL");
     cb = callbacks(&f, 0, 0);
     cb.barrier = NULL;
-    CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_INVALID, "barrier callback is NULL");
+    CHECK_ERROR(engram_group_callbacks_create(&cb, &g), ENGRAM_ERR_INVALID, "barrier callback is NULL");
     cb = callbacks(&f, 4, 0);
-    CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_INVALID, "rank 4 / size 4");
+    CHECK_ERROR(engram_group_callbacks_create(&cb, &g), ENGRAM_ERR_INVALID, "rank 4 / size 4");
     cb = callbacks(&f, 0, 3);
-    CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_INVALID, "not a multiple of local_size 3");
+    CHECK_ERROR(engram_group_callbacks_create(&cb, &g), ENGRAM_ERR_INVALID, "not a multiple of local_size 3");
     cb = callbacks(&f, 0, -1);
-    CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_INVALID, "local_size -1");
+    CHECK_ERROR(engram_group_callbacks_create(&cb, &g), ENGRAM_ERR_INVALID, "local_size -1");
     f.nranks = 0;
     cb = callbacks(&f, 0, 0);
-    CHECK_ERROR(engram_group_from_callbacks(&cb, &g), ENGRAM_ERR_INVALID, "size 0");
+    CHECK_ERROR(engram_group_callbacks_create(&cb, &g), ENGRAM_ERR_INVALID, "size 0");
     CHECK(g == NULL && f.destroyed == 1);
 
     /* A caller built before destroy existed: accepted, no destroy called. */
@@ -135,7 +135,7 @@ int main(void)
     int destroyed = f.destroyed;
     cb = callbacks(&f, 0, 0);
     cb.size = ENGRAM_GROUP_CALLBACKS_MIN_SIZE;
-    CHECK_OK(engram_group_from_callbacks(&cb, &g));
+    CHECK_OK(engram_group_callbacks_create(&cb, &g));
     CHECK(engram_group_size(g) == 4);
     engram_group_destroy(g);
     CHECK(f.destroyed == destroyed);

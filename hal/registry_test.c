@@ -84,7 +84,7 @@ static engram_group_t *group_new(int nranks)
     engram_group_callbacks_t cb = {.size = sizeof(cb), .rank = 0, .nranks = nranks, .local_size = nranks,
                                    .allgather = gather_one, .barrier = barrier_one};
     engram_group_t *g = NULL;
-    CHECK_OK(engram_group_from_callbacks(&cb, &g));
+    CHECK_OK(engram_group_callbacks_create(&cb, &g));
     CHECK(engram_group_size(g) == nranks);
     return g;
 }

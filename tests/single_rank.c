@@ -26,7 +26,7 @@ engram_status_t replicated_group_create(int rank, int nranks, int local_size, en
     engram_group_callbacks_t cb = {.size = sizeof(cb), .rank = rank, .nranks = nranks, .local_size = local_size,
                                    .ctx = n, .allgather = replicated_allgather, .barrier = replicated_barrier,
                                    .destroy = free};
-    engram_status_t st = engram_group_from_callbacks(&cb, out);
+    engram_status_t st = engram_group_callbacks_create(&cb, out);
     if (st != ENGRAM_OK)
         free(n);
     return st;

@@ -3,6 +3,12 @@
  * Ranks are grouped into nodes (the scale-up domain) of local_size
  * consecutive ranks: node = rank / local_size, local_rank = rank % local_size.
  * Providers: the fork launcher (embedded default), MPI, and caller callbacks.
+ * One name pattern, engram_group_<provider>_<verb>: a provider that hands a
+ * group back is engram_group_<provider>_create (callbacks, solo, and
+ * engram_group_mpi_create of hal/group_mpi.h), released with
+ * engram_group_destroy, as the library's other objects; the fork launcher
+ * hands none back (each child's group lives for rank_main), so its verb is
+ * run.
  * Every collective is bounded: a peer that dies or never arrives turns into
  * ENGRAM_ERR_PEER or ENGRAM_ERR_TIMEOUT on the surviving ranks. *
  * Public header (installed as <engram/group.h>). */
@@ -35,7 +41,7 @@ typedef struct engram_group_callbacks {
 } engram_group_callbacks_t;
 #define ENGRAM_GROUP_CALLBACKS_MIN_SIZE offsetof(engram_group_callbacks_t, destroy)
 
-ENGRAM_API engram_status_t engram_group_from_callbacks(const engram_group_callbacks_t *cb, engram_group_t **out);
+ENGRAM_API engram_status_t engram_group_callbacks_create(const engram_group_callbacks_t *cb, engram_group_t **out);
 
 /* A group of one rank: this process alone (tools, single-process use). */
 ENGRAM_API engram_status_t engram_group_solo_create(engram_group_t **out);

@@ -12,12 +12,14 @@ with the API of DeepEP's ElasticBuffer engram methods.
 Groups: Group.from_torch(pg), Group.from_mpi(comm), Group.solo(), or
 engram.launch(nranks, fn) for standalone scripts (fork provider).
 Errors: engram.Error and its subclasses (InvalidArgumentError, BadIndexError,
-BusyError, PeerError, TimeoutError, StateError).
+BusyError, PeerError, TimeoutError, StateError). The library's log lines are
+records of the "engram" logger (logging).
 """
 from ._engram import (LIBRARY_VERSION, Array, BadIndexError, BusyError, Error, InvalidArgumentError, PeerError,
                       StateError, TimeoutError)
 from ._groups import Group, launch
 from ._buffer import Buffer, Hook
+from . import _log  # noqa: F401  (routes the library's log lines into logging)
 
 __version__ = "0.1.0"
 __all__ = ["Buffer", "Hook", "Group", "launch", "Array", "Error", "InvalidArgumentError", "BadIndexError",

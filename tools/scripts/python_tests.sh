@@ -29,7 +29,9 @@ mkdir -p "$work/src"
 (cd python && tar --exclude=build --exclude='*.egg-info' --exclude=__pycache__ -cf - .) | (cd "$work/src" && tar -xf -)
 PKG_CONFIG_PATH=$pcdir "$work/venv/bin/pip" install -q --no-build-isolation --no-deps "$work/src" || exit 1
 # From python/tests: the installed package is imported, never the sources in python/engram.
-(cd python/tests && ENGRAM_LOG_LEVEL=error "$work/venv/bin/python" -m pytest -rA -p no:cacheprovider \
+# Without ENGRAM_PREFIX: the library reads every ENGRAM_<KEY> as a config
+# key and refuses the unknown 'prefix'.
+(cd python/tests && env -u ENGRAM_PREFIX ENGRAM_LOG_LEVEL=error "$work/venv/bin/python" -m pytest -rA -p no:cacheprovider \
     --junitxml="$junit" .)
 rc=$?
 /usr/bin/python3 - "$junit" <<'PY'

@@ -45,6 +45,9 @@ static inline void eg_err_restore(PyObject *exc)
     PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
 }
 
+/* _set_log_callback(fn or None): the library's log lines to fn (log_bridge.c). */
+PyObject *eg_set_log_callback(PyObject *self, PyObject *fn);
+
 /* monotonic clock in nanoseconds */
 int64_t eg_now_ns(void);
 

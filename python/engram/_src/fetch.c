@@ -9,6 +9,13 @@
 #include "ext.h"
 
 #define WAIT_SLICE_NS (20 * 1000 * 1000) /* how long a wait runs between signal checks */
+/* A wait polls engram_test this many times (a power of two) between a
+ * sched_yield and a clock read: a poll (the table lock and a test) costs
+ * about what a clock read does, and a yield is a system call, so doing
+ * either every poll would slow the poll loop several-fold; 256 polls still
+ * let an owner-progress peer sharing this core in within tens of
+ * microseconds. */
+#define WAIT_POLLS_PER_YIELD 256u
 
 /* The indices of one fetch, from DLPack or from the torch fast path. */
 typedef struct {
@@ -204,7 +211,7 @@ static engram_status_t sliced_wait(eg_fetch_t *self)
             pthread_mutex_unlock(&t->lock);
             if (st != ENGRAM_INPROGRESS)
                 break;
-            if ((i & 255) == 0) {
+            if (i % WAIT_POLLS_PER_YIELD == 0) {
                 sched_yield(); /* let an owner-progress peer on this core serve us */
                 if (eg_now_ns() > slice_end)
                     break;

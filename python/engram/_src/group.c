@@ -102,7 +102,7 @@ static PyObject *group_from_callbacks(PyObject *cls, PyObject *args, PyObject *k
         .allgather = cb_allgather,
         .barrier = cb_barrier,
     };
-    engram_status_t st = engram_group_from_callbacks(&cb, &self->g);
+    engram_status_t st = engram_group_callbacks_create(&cb, &self->g);
     if (st != ENGRAM_OK) {
         Py_DECREF(self);
         return eg_raise_status(st, "Group");

@@ -33,6 +33,9 @@ static PyMethodDef module_methods[] = {
     {"storage_size_hint", storage_size_hint, METH_VARARGS,
      "storage_size_hint(entries_per_rank, row_bytes, max_rows)\n--\n\n(row_stride, cpu_table_bytes, gpu_recv_bytes)"},
     {"status_str", status_str, METH_O, "status_str(status)\n--\n\nName of a status code."},
+    {"_set_log_callback", eg_set_log_callback, METH_O,
+     "_set_log_callback(fn)\n--\n\nSends the library's log lines to fn(level, file, line, msg) (level: a logging "
+     "level), or back to stderr with None."},
     {"_bench_c_fetch", eg_bench_c_fetch, METH_VARARGS,
      "_bench_c_fetch(table, indices, iters, stream=None)\n--\n\nMean (issue_ns, wait_ns) of fetch/wait/release "
      "through the C API alone."},
