@@ -27,6 +27,29 @@ __device__ __forceinline__ V load_row_vec(const V *p)
     return __ldg(p);
 }
 
+// The row indices of the kUnroll vectors at base + u * nthreads; bit u of
+// the result: no row to read there (past the end, or a dedup repeat the
+// copy kernel places).
+__device__ __forceinline__ unsigned read_indices(const engram_gpu_gather_args_t &a, uint64_t base, uint64_t nthreads,
+                                                 uint64_t total, uint32_t vpr, int vpr_log2, int64_t idx[kUnroll])
+{
+    unsigned skip = 0;
+#pragma unroll
+    for (int u = 0; u < kUnroll; u++) {
+        const uint64_t c = base + u * nthreads;
+        idx[u] = 0;
+        if (c >= total) {
+            skip |= 1u << u;
+            continue;
+        }
+        const uint32_t row = vpr_log2 >= 0 ? (uint32_t)(c >> vpr_log2) : (uint32_t)(c / vpr);
+        idx[u] = a.indices[row];
+        if (a.first != nullptr && a.first[row] != row)
+            skip |= 1u << u;
+    }
+    return skip;
+}
+
 template <typename V>
 __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gather_args_t a, int vpr_log2)
 {
@@ -46,39 +69,44 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
     const uint64_t nthreads = (uint64_t)gridDim.x * blockDim.x;
     const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
     V *out = reinterpret_cast<V *>(a.rows);
-    for (uint64_t base = tid; base < total; base += nthreads * kUnroll) {
+    const uint64_t step = nthreads * kUnroll;
+    int64_t idx[kUnroll];
+    unsigned skip = read_indices(a, tid, nthreads, total, vpr, vpr_log2, idx);
+    for (uint64_t base = tid; base < total; base += step) {
         V v[kUnroll];
-        unsigned other_node = 0; // rows the host transport places: not stored here
+        unsigned keep = 0; // bit u: store v[u] (this node's row, or a bad index's zeros)
 #pragma unroll
         for (int u = 0; u < kUnroll; u++) {
-            const uint64_t c = base + u * nthreads;
             v[u] = V{};
-            if (c >= total)
+            if (skip & (1u << u))
                 continue;
+            const uint64_t c = base + u * nthreads;
             const uint32_t row = vpr_log2 >= 0 ? (uint32_t)(c >> vpr_log2) : (uint32_t)(c / vpr);
             const uint32_t j = (uint32_t)(c - (uint64_t)row * vpr);
             engram_route_t r;
-            if (a.first != nullptr && a.first[row] != row) {
-                other_node |= 1u << u; // a repeat: the copy kernel places it
-            } else if (engram_route_index(&a.shape, a.indices[row], &r)) {
+            if (engram_route_index(&a.shape, idx[u], &r)) {
                 const uint32_t lp = r.peer - a.first_peer;
-                if (lp < a.local_peers) {
+                if (lp < a.local_peers) { // else the host transport places it
                     const char *src = a.span + (uint64_t)lp * a.peer_stride + r.src_off;
                     v[u] = load_row_vec(reinterpret_cast<const V *>(src) + j);
-                } else {
-                    other_node |= 1u << u;
+                    keep |= 1u << u;
                 }
-            } else if (j == 0) {
-                atomicAdd(&bad_count, 1ull);
-                atomicMin(&bad_first, (unsigned long long)row);
+            } else {
+                keep |= 1u << u;
+                if (j == 0) {
+                    atomicAdd(&bad_count, 1ull);
+                    atomicMin(&bad_first, (unsigned long long)row);
+                }
             }
         }
+        // The next step's indices now, before the stores wait for this
+        // step's rows: their read hides under the row reads instead of
+        // adding an L2 round trip to every step.
+        skip = read_indices(a, base + step, nthreads, total, vpr, vpr_log2, idx);
 #pragma unroll
-        for (int u = 0; u < kUnroll; u++) {
-            const uint64_t c = base + u * nthreads;
-            if (c < total && !(other_node & (1u << u)))
-                out[c] = v[u];
-        }
+        for (int u = 0; u < kUnroll; u++)
+            if (keep & (1u << u))
+                out[base + u * nthreads] = v[u];
     }
     // Scales come from the replicated table in this GPU's memory.
     const uint64_t nsf = (uint64_t)a.num_rows * a.packs;
@@ -95,8 +123,9 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
             a.sf[i] = v;
         }
     }
-    if (a.seq != 0)
-        __threadfence(); // this thread's rows and scales, before thread 0 signals
+    // The barrier makes the block's writes visible to thread 0, whose
+    // system-scope fence below orders them (cumulatively) before its seq
+    // store: the pattern of cooperative groups' grid sync.
     __syncthreads();
     if (threadIdx.x == 0) {
         engram_gpu_bad_t *report = &a.bad[blockIdx.x];
