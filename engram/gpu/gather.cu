@@ -238,15 +238,24 @@ extern "C" int engram_gpu_gather_launch(const engram_gpu_gather_args_t *a, int b
         // Back-to-back fetches spend ~1 us per launch between kernels;
         // overlapping it is worth 0.84 -> 0.90 of cudaMemcpyPeer on 512
         // tokens (docs/BENCHMARKS.md).
-        cudaLaunchAttribute pdl;
-        pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        pdl.val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchAttribute attrs[2];
+        attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attrs[0].val.programmaticStreamSerializationAllowed = 1;
+        // Blocks in clusters of two land on SMs of one GPC in pairs, so a
+        // GEMM whose tiles run as 2-SM clusters loses the fetch's SMs and
+        // not a broken pair beside each: beside 8192^3 torch GEMMs at 8
+        // SMs the GEMM slowed 1.04-1.11x unpaired, 1.00-1.04x paired, the
+        // fetch rate the same (docs/BENCHMARKS.md).
+        attrs[1].id = cudaLaunchAttributeClusterDimension;
+        attrs[1].val.clusterDim.x = 2;
+        attrs[1].val.clusterDim.y = 1;
+        attrs[1].val.clusterDim.z = 1;
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = dim3((unsigned)blocks);
         cfg.blockDim = dim3(kThreads);
         cfg.stream = s;
-        cfg.attrs = &pdl;
-        cfg.numAttrs = 1;
+        cfg.attrs = attrs;
+        cfg.numAttrs = blocks % 2 == 0 ? 2 : 1;
         return cudaLaunchKernelEx(&cfg, gather_rows<V>, *a, engram_route_log2(vpr));
     });
 }

@@ -31,7 +31,7 @@ typedef struct scenario {
     const char *transport;
     const char *ucx_tls; /* UCX_TLS for transport=ucx */
     const char *dedup;   /* the dedup key; NULL = its default */
-    bool mixed_sms;      /* gpu_sms=auto on rank 0, 2 on the others (a rank's own key) */
+    bool mixed_sms;      /* gpu_sms=auto on rank 0, 3 on the others (a rank's own key; an odd grid launches unclustered) */
 } scenario_t;
 
 /* The bad-index report of the last fetch finish() waited for. */
@@ -239,7 +239,7 @@ static int rank_main(engram_group_t *g, void *arg)
     if (sc->dedup)
         setenv("ENGRAM_DEDUP", sc->dedup, 1);
     if (sc->mixed_sms)
-        setenv("ENGRAM_GPU_SMS", rank == 0 ? "auto" : "2", 1);
+        setenv("ENGRAM_GPU_SMS", rank == 0 ? "auto" : "3", 1);
     engram_context_t *ctx = open_context(g, sc, gin);
     cudaStream_t s;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -318,7 +318,7 @@ int main(void)
         printf("gpu_fetch_test: %d ranks, %d per node, %s, table in %s, transport %s%s%s%s%s%s: %s\n", sc->ranks,
                sc->local, sc->hybrid ? "hybrid" : "direct", sc->gpu_table, sc->transport,
                sc->ucx_tls ? " UCX_TLS=" : "", sc->ucx_tls ? sc->ucx_tls : "", sc->dedup ? " dedup=" : "",
-               sc->dedup ? sc->dedup : "", sc->mixed_sms ? " gpu_sms=auto|2" : "", st == ENGRAM_OK ? "ok" : "FAILED");
+               sc->dedup ? sc->dedup : "", sc->mixed_sms ? " gpu_sms=auto|3" : "", st == ENGRAM_OK ? "ok" : "FAILED");
         fflush(stdout);
         failed += st != ENGRAM_OK;
     }
