@@ -34,6 +34,7 @@ Output: one JSON object per measurement on stdout (or --json), then a table.
 import argparse
 import ctypes
 import json
+import logging
 import os
 import sys
 import time
@@ -447,6 +448,10 @@ def rank_main(group, args, trace):
 
 def main(argv=None):
     args = parse_args(argv)
+    # engram's log lines are records of the 'engram' logger: show its info
+    # lines (gpu_sms=auto's choice, at ENGRAM_LOG_LEVEL=info) on stderr
+    logging.basicConfig(format="%(name)s[%(process)d] %(levelname)s %(message)s")
+    logging.getLogger("engram").setLevel(logging.INFO)
     trace = load_trace(args.indices, args.rows) if args.indices else None
     shape_list(args, trace)
     parse_sms(args.sms)  # fail on a bad list before any GPU work
