@@ -99,12 +99,12 @@ static void gather_scales(engram_fetch_slot_t *f, uint32_t token, uint32_t entry
     const engram_table_params_t *p = &f->table->params;
     uint32_t packs = p->scale_packs;
     uint64_t col0 = (uint64_t)entry * packs; /* entries_per_token * scale_packs may pass 2^32 */
-    if (f->flags & ENGRAM_FETCH_SF_COL_MAJOR) {
-        uint64_t stride = engram_sf_col_stride(f->num_tokens);
+    if (f->flags & ENGRAM_FETCH_SCALES_COL_MAJOR) {
+        uint64_t stride = engram_scales_col_stride(f->num_tokens);
         for (uint32_t k = 0; k < packs; k++)
-            f->sf[(col0 + k) * stride + token] = src ? src[k] : 0;
+            f->scales_out[(col0 + k) * stride + token] = src ? src[k] : 0;
     } else {
-        uint32_t *dst = f->sf + ((uint64_t)token * p->entries_per_token) * packs + col0;
+        uint32_t *dst = f->scales_out + ((uint64_t)token * p->entries_per_token) * packs + col0;
         for (uint32_t k = 0; k < packs; k++)
             dst[k] = src ? src[k] : 0;
     }
@@ -197,7 +197,7 @@ static engram_status_t check_fetch(const engram_table_t *t, const int64_t *indic
                             num_tokens, t->params.max_tokens);
     if (indices == NULL && num_tokens > 0)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch: indices is NULL");
-    if (flags & ~ENGRAM_FETCH_SF_COL_MAJOR)
+    if (flags & ~ENGRAM_FETCH_SCALES_COL_MAJOR)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch: unknown flags 0x%x", flags);
     return ENGRAM_OK;
 }
@@ -226,7 +226,7 @@ engram_status_t engram_fetch_on_queues(engram_table_t *t, int first_queue, int n
                                      num_tokens * t->params.entries_per_token, t->shape.total_entries);
     st = issue_rows(f, indices);
     engram_status_t fst = engram_fetch_flush(f);
-    if (f->sf)
+    if (f->scales_out)
         gather_all_scales(f, indices);
     f->status = st != ENGRAM_OK ? st : fst;
     *out = engram_handle_of(f);
@@ -294,7 +294,7 @@ engram_status_t engram_wait(engram_fetch_t *fetch, const void **rows, const uint
     if (rows)
         *rows = f->rows;
     if (scales)
-        *scales = f->sf;
+        *scales = f->scales_out;
     if (f->bad_count > 0)
         return ENGRAM_ERROR(ENGRAM_ERR_BAD_INDEX,
                             "engram_wait: %llu indices out of range [0, %llu), first at token %u entry %u; "
@@ -319,7 +319,7 @@ engram_status_t engram_fetch_buffers(engram_fetch_t *fetch, const void **rows, c
     if (rows)
         *rows = f->rows;
     if (scales)
-        *scales = f->sf;
+        *scales = f->scales_out;
     return ENGRAM_OK;
 }
 

@@ -47,7 +47,7 @@ struct engram_fetch_slot {
     unsigned flags;
     int first_queue, num_queues; /* the queues this fetch issues on */
     void *rows;      /* this slot's receive rows */
-    uint32_t *sf;    /* this slot's scales */
+    uint32_t *scales_out; /* this slot's scales */
     uint32_t *counters;        /* [queues][peers] requests issued this fetch */
     engram_request_t **reqs;   /* flush requests still to complete */
     int num_reqs;
@@ -73,8 +73,8 @@ typedef struct engram_table_sizes {
     uint64_t slot_rows;      /* max_tokens * entries_per_token */
     uint64_t slot_row_bytes; /* slot_rows * row_bytes (rows land unpadded) */
     uint64_t recv_bytes;     /* slot_row_bytes * fetch_slots */
-    uint64_t slot_sf_elems;  /* scale packs per slot, room for the column-major padding; 0 without scales */
-    uint64_t sf_recv_bytes;  /* slot_sf_elems * 4 * fetch_slots */
+    uint64_t slot_scale_elems;  /* scale packs per slot, room for the column-major padding; 0 without scales */
+    uint64_t scales_recv_bytes;  /* slot_scale_elems * 4 * fetch_slots */
     uint64_t scales_bytes;   /* total_entries * scale_packs * 4: the replicated scales */
 } engram_table_sizes_t;
 
@@ -101,7 +101,7 @@ struct engram_table {
     engram_segment_t *recv;
     engram_region_t *recv_region;  /* where gets land (GPU tables: the host staging) */
     uint32_t *scales; /* replicated global scales, [total_entries][scale_packs] */
-    uint32_t *sf_recv;
+    uint32_t *scales_recv;
     bool written;
     atomic_int fetches_in_flight; /* live slots */
     atomic_int retired_slots;

@@ -244,21 +244,21 @@ static engram_status_t alloc_local(engram_table_t *t)
     if (p->scale_packs > 0) {
         /* sizes checked in 64 bits (table_sizes.c), so size_t holds them */
         t->scales = calloc(1, sz->scales_bytes);
-        t->sf_recv = calloc(1, sz->sf_recv_bytes);
-        if (t->scales == NULL || t->sf_recv == NULL)
+        t->scales_recv = calloc(1, sz->scales_recv_bytes);
+        if (t->scales == NULL || t->scales_recv == NULL)
             return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate the replicated scales (%llu entries x %u packs)",
                                 (unsigned long long)t->shape.total_entries, p->scale_packs);
     }
     for (int s = 0; s < t->num_slots; s++) {
         t->slots[s].rows = (char *)t->recv->addr + (uint64_t)s * t->sizes.slot_row_bytes;
-        t->slots[s].sf = t->sf_recv ? t->sf_recv + (uint64_t)s * t->sizes.slot_sf_elems : NULL;
+        t->slots[s].scales_out = t->scales_recv ? t->scales_recv + (uint64_t)s * t->sizes.slot_scale_elems : NULL;
     }
     return ENGRAM_OK;
 }
 
 static void free_local(engram_table_t *t)
 {
-    free(t->sf_recv);
+    free(t->scales_recv);
     free(t->scales);
     if (t->recv)
         t->recv->ops->free(t->recv);

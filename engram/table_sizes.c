@@ -73,11 +73,11 @@ engram_status_t engram_table_sizes(const engram_table_params_t *p, uint64_t rank
                          p->max_tokens, p->entries_per_token, p->row_bytes, (unsigned long long)slots);
     if (p->scale_packs > 0) {
         /* room for the column-major layout: columns of max_tokens rounded up to 4 */
-        s.slot_sf_elems = engram_sf_col_stride(p->max_tokens);
-        s.sf_recv_bytes = sizeof(uint32_t);
-        if (!mul_bounded(&l, &s.slot_sf_elems, p->entries_per_token) ||
-            !mul_bounded(&l, &s.slot_sf_elems, p->scale_packs) ||
-            !mul_bounded(&l, &s.sf_recv_bytes, s.slot_sf_elems) || !mul_bounded(&l, &s.sf_recv_bytes, slots))
+        s.slot_scale_elems = engram_scales_col_stride(p->max_tokens);
+        s.scales_recv_bytes = sizeof(uint32_t);
+        if (!mul_bounded(&l, &s.slot_scale_elems, p->entries_per_token) ||
+            !mul_bounded(&l, &s.slot_scale_elems, p->scale_packs) ||
+            !mul_bounded(&l, &s.scales_recv_bytes, s.slot_scale_elems) || !mul_bounded(&l, &s.scales_recv_bytes, slots))
             return TOO_LARGE("table params: scale slots of max_tokens %u (rounded up to 4) x entries_per_token %u "
                              "x scale_packs %u x 4 bytes x fetch_slots %llu",
                              p->max_tokens, p->entries_per_token, p->scale_packs, (unsigned long long)slots);
@@ -90,10 +90,10 @@ engram_status_t engram_table_sizes(const engram_table_params_t *p, uint64_t rank
     }
     uint64_t all = 0;
     if (!add_bounded(&l, &all, s.shard_bytes) || !add_bounded(&l, &all, s.recv_bytes) ||
-        !add_bounded(&l, &all, s.sf_recv_bytes) || !add_bounded(&l, &all, s.scales_bytes))
+        !add_bounded(&l, &all, s.scales_recv_bytes) || !add_bounded(&l, &all, s.scales_bytes))
         return TOO_LARGE("table params: shard %llu + receive %llu + scale slots %llu + scales %llu bytes in all",
                          (unsigned long long)s.shard_bytes, (unsigned long long)s.recv_bytes,
-                         (unsigned long long)s.sf_recv_bytes, (unsigned long long)s.scales_bytes);
+                         (unsigned long long)s.scales_recv_bytes, (unsigned long long)s.scales_bytes);
     *out = s;
     return ENGRAM_OK;
 }

@@ -90,7 +90,7 @@ ENGRAM_HOST_DEVICE bool engram_flush_needed(uint32_t counter)
 
 /* Column stride of TMA-aligned column-major scales: num_tokens rounded up
  * to a multiple of 4, in 64 bits (in 32 bits UINT32_MAX - 2 rounds to 0). */
-ENGRAM_HOST_DEVICE uint64_t engram_sf_col_stride(uint32_t num_tokens)
+ENGRAM_HOST_DEVICE uint64_t engram_scales_col_stride(uint32_t num_tokens)
 {
     return ((uint64_t)num_tokens + 3u) & ~(uint64_t)3u;
 }

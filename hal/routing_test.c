@@ -96,11 +96,11 @@ static void check_flush_pattern(void)
     CHECK(!engram_flush_needed(counter));
     CHECK(engram_flush_next_flags(&counter, 1) == 0); /* depth 1: every get rings */
     CHECK(engram_flush_needed(counter));
-    CHECK(engram_sf_col_stride(0) == 0 && engram_sf_col_stride(1) == 4 && engram_sf_col_stride(4) == 4 &&
-          engram_sf_col_stride(5) == 8);
+    CHECK(engram_scales_col_stride(0) == 0 && engram_scales_col_stride(1) == 4 && engram_scales_col_stride(4) == 4 &&
+          engram_scales_col_stride(5) == 8);
     /* no 32-bit wrap: UINT32_MAX - 2 rounded to 0 before */
-    CHECK(engram_sf_col_stride(UINT32_MAX - 2) == (uint64_t)UINT32_MAX + 1);
-    CHECK(engram_sf_col_stride(UINT32_MAX) == (uint64_t)UINT32_MAX + 1);
+    CHECK(engram_scales_col_stride(UINT32_MAX - 2) == (uint64_t)UINT32_MAX + 1);
+    CHECK(engram_scales_col_stride(UINT32_MAX) == (uint64_t)UINT32_MAX + 1);
 }
 
 int main(void)

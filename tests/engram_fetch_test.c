@@ -95,7 +95,7 @@ static void check_repeats(harness_t *h, bool col_major)
     idx[1] = idx[17] = idx[MAX_TOKENS * EPT - 1] = (int64_t)total;
     idx[4] = idx[5] = -1;
     engram_fetch_t *f;
-    CHECK_OK(engram_fetch(h->table, idx, MAX_TOKENS, col_major ? ENGRAM_FETCH_SF_COL_MAJOR : 0, &f));
+    CHECK_OK(engram_fetch(h->table, idx, MAX_TOKENS, col_major ? ENGRAM_FETCH_SCALES_COL_MAJOR : 0, &f));
     const void *rows;
     const uint32_t *sf;
     CHECK_STATUS(engram_wait(f, &rows, &sf), ENGRAM_ERR_BAD_INDEX);

@@ -87,7 +87,7 @@ engram_status_t harness_fetch_check(harness_t *h, const int64_t *indices, uint32
                                     bool *match)
 {
     engram_fetch_t *f;
-    engram_status_t st = engram_fetch(h->table, indices, tokens, col_major ? ENGRAM_FETCH_SF_COL_MAJOR : 0, &f);
+    engram_status_t st = engram_fetch(h->table, indices, tokens, col_major ? ENGRAM_FETCH_SCALES_COL_MAJOR : 0, &f);
     if (st != ENGRAM_OK)
         return st;
     const void *rows = NULL;

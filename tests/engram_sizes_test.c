@@ -55,7 +55,7 @@ static void check_table_params(void)
     CHECK_OK(engram_write(t, rows, 1, scales));
     const int64_t idx[5 * 3] = {0, 1, 2, 15, 14, 13, 3, 4, 5, 6, 7, 8, 9, 10, 11};
     engram_fetch_t *f;
-    CHECK_OK(engram_fetch(t, idx, 5, ENGRAM_FETCH_SF_COL_MAJOR, &f));
+    CHECK_OK(engram_fetch(t, idx, 5, ENGRAM_FETCH_SCALES_COL_MAJOR, &f));
     CHECK_OK(engram_wait(f, NULL, NULL));
     engram_fetch_release(f);
     CHECK_OK(engram_table_destroy(t));
@@ -84,7 +84,7 @@ static void check_size_limits(void)
     p = (engram_table_params_t){.size = sizeof(p), .entries_per_rank = 1u << 20, .row_bytes = 32,
                                 .entries_per_token = 1, .max_tokens = 1u << 20};
     CHECK_OK(engram_table_sizes(&p, 1, 1, 1, 1ull << 35, &s));
-    CHECK(s.shard_bytes == 1ull << 25 && s.recv_bytes == 1ull << 25 && s.sf_recv_bytes == 0);
+    CHECK(s.shard_bytes == 1ull << 25 && s.recv_bytes == 1ull << 25 && s.scales_recv_bytes == 0);
     CHECK_STATUS(engram_table_sizes(&p, 1, 1, 1, (1ull << 26) - 1, &s), ENGRAM_ERR_OVERFLOW);
     check_words((const char *const[]){"in all", "this machine's memory", NULL});
     /* the node span: every local shard behind one another */
@@ -95,7 +95,7 @@ static void check_size_limits(void)
     p = (engram_table_params_t){.size = sizeof(p), .entries_per_rank = 1, .row_bytes = 1, .entries_per_token = 3,
                                 .max_tokens = 5, .scale_packs = 2};
     CHECK_OK(engram_table_sizes(&p, 2, 1, 4, ENGRAM_MAX_BYTES, &s));
-    CHECK(s.slot_sf_elems == 8 * 3 * 2 && s.sf_recv_bytes == 8 * 3 * 2 * 4 * 4 && s.scales_bytes == 2 * 2 * 4);
+    CHECK(s.slot_scale_elems == 8 * 3 * 2 && s.scales_recv_bytes == 8 * 3 * 2 * 4 * 4 && s.scales_bytes == 2 * 2 * 4);
     CHECK(s.total_entries == 2 && s.slot_rows == 15 && s.slot_row_bytes == 15 && s.recv_bytes == 60);
 }
 

@@ -109,18 +109,18 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
                 out[base + u * nthreads] = v[u];
     }
     // Scales come from the replicated table in this GPU's memory.
-    const uint64_t nsf = (uint64_t)a.num_rows * a.packs;
-    const uint64_t col_stride = engram_sf_col_stride(a.num_tokens);
-    for (uint64_t i = tid; i < nsf; i += nthreads) {
+    const uint64_t nscales = (uint64_t)a.num_rows * a.packs;
+    const uint64_t col_stride = engram_scales_col_stride(a.num_tokens);
+    for (uint64_t i = tid; i < nscales; i += nthreads) {
         const uint32_t row = (uint32_t)(i / a.packs), k = (uint32_t)(i - (uint64_t)row * a.packs);
         const int64_t idx = a.indices[row];
         engram_route_t r;
         const uint32_t v = engram_route_index(&a.shape, idx, &r) ? a.scales[(uint64_t)idx * a.packs + k] : 0u;
         if (a.col_major) {
             const uint32_t tok = row / a.entries_per_token, e = row - tok * a.entries_per_token;
-            a.sf[((uint64_t)e * a.packs + k) * col_stride + tok] = v;
+            a.scales_out[((uint64_t)e * a.packs + k) * col_stride + tok] = v;
         } else {
-            a.sf[i] = v;
+            a.scales_out[i] = v;
         }
     }
     // The barrier makes the block's writes visible to thread 0, whose

@@ -33,7 +33,7 @@ typedef struct engram_gpu_gather_args {
     uint32_t entries_per_token;
     uint32_t num_tokens;
     const uint32_t *scales; /* device, replicated [total_entries][packs]; NULL when packs == 0 */
-    uint32_t *sf;           /* device, row-major or column-major (engram_sf_col_stride) */
+    uint32_t *scales_out;   /* device, row-major or column-major (engram_scales_col_stride) */
     uint32_t packs;
     uint32_t col_major;
     engram_gpu_bad_t *bad; /* host-mapped, [blocks] */

@@ -37,7 +37,7 @@ static engram_status_t check_args(const engram_table_t *t, const int64_t *indice
                             num_tokens, t->params.max_tokens);
     if (indices == NULL && num_tokens > 0)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch_on_stream: indices is NULL");
-    if (flags & ~ENGRAM_FETCH_SF_COL_MAJOR)
+    if (flags & ~ENGRAM_FETCH_SCALES_COL_MAJOR)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch_on_stream: unknown flags 0x%x", flags);
     return ENGRAM_OK;
 }
@@ -112,9 +112,9 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
             .entries_per_token = t->params.entries_per_token,
             .num_tokens = f->num_tokens,
             .scales = g->scales,
-            .sf = f->sf,
+            .scales_out = f->scales_out,
             .packs = t->params.scale_packs,
-            .col_major = (f->flags & ENGRAM_FETCH_SF_COL_MAJOR) != 0,
+            .col_major = (f->flags & ENGRAM_FETCH_SCALES_COL_MAJOR) != 0,
             .bad = g->bad + (size_t)slot * g->blocks,
         };
         ce = (cudaError_t)engram_gpu_dedup_before(g, slot, &a, stream);

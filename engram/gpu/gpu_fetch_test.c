@@ -53,7 +53,7 @@ static void issue(harness_t *h, cudaStream_t s, const int64_t *idx, uint32_t tok
      * pageable memory may return before its DMA lands, unordered with a
      * non-blocking stream). */
     CUDA_CHECK(cudaMemcpyAsync(out->d_idx, idx, n * sizeof(int64_t), cudaMemcpyHostToDevice, s));
-    CHECK_OK(engram_fetch_on_stream(h->table, out->d_idx, tokens, col ? ENGRAM_FETCH_SF_COL_MAJOR : 0, s, &out->f));
+    CHECK_OK(engram_fetch_on_stream(h->table, out->d_idx, tokens, col ? ENGRAM_FETCH_SCALES_COL_MAJOR : 0, s, &out->f));
 }
 
 /* Says which rows differ (this node's, other nodes', bad) and how (zero,

@@ -26,7 +26,7 @@ typedef struct engram_gpu_table {
     uint32_t local_peers;         /* routed peers in the span: local ranks (direct) or 1 node (hybrid) */
     uint64_t peer_stride;
     uint32_t *scales;             /* GPU copy of the replicated scales */
-    uint32_t *sf;                 /* GPU scale slots */
+    uint32_t *scales_out;         /* GPU scale slots */
     engram_gpu_bad_t *bad;        /* host-mapped, [slots][blocks] */
     cudaEvent_t *done;            /* [slots]: recorded after a fetch's last GPU work, unless it signals */
     /* [slots]: the seq a slot's kernel-signalled fetch waits for in every

@@ -57,7 +57,7 @@ static engram_status_t alloc_cuda(engram_table_t *t, engram_gpu_table_t *g)
     const engram_table_params_t *p = &t->params;
     cudaError_t ce = cudaSuccess;
     if (p->scale_packs > 0) {
-        ce = cudaMalloc((void **)&g->sf, t->sizes.sf_recv_bytes);
+        ce = cudaMalloc((void **)&g->scales_out, t->sizes.scales_recv_bytes);
         if (ce == cudaSuccess)
             ce = cudaMalloc((void **)&g->scales, t->sizes.scales_bytes);
         if (ce != cudaSuccess)
@@ -157,7 +157,7 @@ static engram_status_t map_span(engram_table_t *t, engram_gpu_table_t *g, const 
     g->local_span = g->base + g->recv_bytes + (own_only ? (size_t)(me - first) * shard_bytes : 0);
     for (int s = 0; s < t->num_slots; s++) {
         t->slots[s].rows = g->base + (uint64_t)s * t->sizes.slot_row_bytes;
-        t->slots[s].sf = g->sf ? g->sf + (uint64_t)s * t->sizes.slot_sf_elems : NULL;
+        t->slots[s].scales_out = g->scales_out ? g->scales_out + (uint64_t)s * t->sizes.slot_scale_elems : NULL;
     }
     return ENGRAM_OK;
 }
@@ -206,7 +206,7 @@ static void free_gpu(engram_table_t *t, engram_gpu_table_t *g)
     cudaFreeHost(g->bad);
     engram_gpu_dedup_free(g);
     cudaFree(g->scales);
-    cudaFree(g->sf);
+    cudaFree(g->scales_out);
     /* The parts go before the reservation they sit in. */
     for (int i = g->num_parts - 1; i >= 0; i--)
         g->parts[i]->ops->free(g->parts[i]);

@@ -112,7 +112,7 @@ ENGRAM_API engram_status_t engram_table_destroy(engram_table_t *table);
 ENGRAM_API engram_status_t engram_write(engram_table_t *table, const void *rows, uint32_t row_bytes,
                                         const uint32_t *scales);
 
-#define ENGRAM_FETCH_SF_COL_MAJOR (1u << 0) /* scales TMA-aligned column-major */
+#define ENGRAM_FETCH_SCALES_COL_MAJOR (1u << 0) /* scales TMA-aligned column-major */
 
 /* Issues the gets for indices[num_tokens][entries_per_token] (global row
  * indices) and returns at once; up to fetch_slots fetches per table may be
@@ -162,7 +162,7 @@ ENGRAM_API engram_status_t engram_test(engram_fetch_t *fetch);
 /* Waits (bounded by timeout_ms) and returns the rows
  * [num_tokens][entries_per_token * row_bytes] and, if the table has
  * scales, the scales: row-major [num_tokens][entries_per_token *
- * scale_packs], or with ENGRAM_FETCH_SF_COL_MAJOR column-major with token
+ * scale_packs], or with ENGRAM_FETCH_SCALES_COL_MAJOR column-major with token
  * stride 1 and column stride num_tokens rounded up to a multiple of 4.
  * Pointers stay valid until engram_fetch_release.
  * ENGRAM_ERR_BAD_INDEX: some indices were out of range; those rows (and

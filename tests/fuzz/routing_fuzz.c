@@ -96,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_input_t in = {data, size};
     check_flush_policy(&in);
     uint32_t tokens = (uint32_t)fuzz_take(&in, 4);
-    uint64_t stride = engram_sf_col_stride(tokens); /* every uint32 count, UINT32_MAX too */
+    uint64_t stride = engram_scales_col_stride(tokens); /* every uint32 count, UINT32_MAX too */
     if (stride < tokens || stride % 4 != 0 || stride - tokens > 3)
         abort();
     table_case_t c;

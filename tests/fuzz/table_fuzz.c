@@ -251,7 +251,7 @@ static void issue(engram_table_t *t, const engram_table_params_t *p, fuzz_input_
     c->tokens = (uint32_t)(fuzz_take(in, 1) % (max + 1));
     if ((uint64_t)c->tokens * p->entries_per_token > MAX_FETCH_ROWS)
         c->tokens = 0;
-    c->flags = fuzz_take(in, 1) & 1 ? ENGRAM_FETCH_SF_COL_MAJOR : 0;
+    c->flags = fuzz_take(in, 1) & 1 ? ENGRAM_FETCH_SCALES_COL_MAJOR : 0;
     uint64_t n = (uint64_t)c->tokens * p->entries_per_token, total = p->entries_per_rank;
     c->idx = malloc((n ? n : 1) * sizeof(int64_t));
     if (c->idx == NULL)

@@ -68,7 +68,7 @@ static bool fetch_once(worker_t *w, int64_t *idx)
     bool col_major = rand_r(&w->seed) & 1;
     engram_fetch_t *f;
     engram_status_t st = engram_fetch_on_queues(w->h->table, w->queue, 1, idx, tokens,
-                                                col_major ? ENGRAM_FETCH_SF_COL_MAJOR : 0, &f);
+                                                col_major ? ENGRAM_FETCH_SCALES_COL_MAJOR : 0, &f);
     if (st != ENGRAM_OK) {
         fprintf(stderr, "queue %d: fetch failed: %s\n", w->queue, engram_last_error());
         return false;

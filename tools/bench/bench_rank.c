@@ -143,7 +143,7 @@ static bool check_fetch(rank_state_t *s)
     engram_fetch_t *f;
     const void *rows;
     const uint32_t *sf;
-    unsigned flags = s->c->sf_col_major ? ENGRAM_FETCH_SF_COL_MAJOR : 0;
+    unsigned flags = s->c->sf_col_major ? ENGRAM_FETCH_SCALES_COL_MAJOR : 0;
     if (engram_fetch(s->table, s->indices, s->c->tokens, flags, &f) != ENGRAM_OK)
         return false;
     bool ok = engram_wait(f, &rows, &sf) == ENGRAM_OK && check_rows(s, rows, sf);
@@ -160,7 +160,7 @@ static engram_status_t time_fetches(rank_state_t *s, rank_times_t *out)
     engram_status_t st = ENGRAM_OK;
     if (!issue || !wait || !total || !ref)
         st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "bench: cannot allocate timings");
-    unsigned flags = c->sf_col_major ? ENGRAM_FETCH_SF_COL_MAJOR : 0;
+    unsigned flags = c->sf_col_major ? ENGRAM_FETCH_SCALES_COL_MAJOR : 0;
     for (int i = -c->warmup; st == ENGRAM_OK && i < n; i++) {
         bench_indices(c, engram_group_rank(s->g), (uint64_t)(i + c->warmup + 1), s->indices);
         engram_fetch_t *f;

@@ -104,7 +104,7 @@ static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col
     self->table = (eg_table_t *)Py_NewRef((PyObject *)t);
     self->f = NULL;
     self->num_tokens = num_tokens;
-    self->flags = col_major ? ENGRAM_FETCH_SF_COL_MAJOR : 0;
+    self->flags = col_major ? ENGRAM_FETCH_SCALES_COL_MAJOR : 0;
     self->waited = 0;
     self->waiting = 0;
     self->captured = captured;
@@ -247,7 +247,7 @@ static PyObject *make_views(eg_fetch_t *self, const void *rows, const uint32_t *
     if (t->params.scale_packs > 0) {
         int64_t sc = (int64_t)t->params.entries_per_token * t->params.scale_packs;
         DLDataType i32 = {.code = kDLInt, .bits = 32, .lanes = 1};
-        if (self->flags & ENGRAM_FETCH_SF_COL_MAJOR)
+        if (self->flags & ENGRAM_FETCH_SCALES_COL_MAJOR)
             s = make(self, (void *)sf, T, sc, 1, (T + 3) / 4 * 4, i32, dev);
         else
             s = make(self, (void *)sf, T, sc, sc, 1, i32, dev);

@@ -52,9 +52,9 @@ static int config_timeout_ms(const engram_config_t *cfg)
 {
     char buf[32] = "";
     if (engram_config_get(cfg, "timeout_ms", buf, sizeof(buf)) != ENGRAM_OK)
-        return 30000;
+        return ENGRAM_DEFAULT_TIMEOUT_MS;
     int ms = atoi(buf);
-    return ms > 0 ? ms : 30000;
+    return ms > 0 ? ms : ENGRAM_DEFAULT_TIMEOUT_MS;
 }
 
 static int table_init(eg_table_t *self, PyObject *args, PyObject *kwargs)
