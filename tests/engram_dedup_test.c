@@ -19,19 +19,10 @@ enum { RANKS = 4, EPR = 1000, EPT = 4, TOKENS = 128, ROWS = TOKENS * EPT, ROW = 
 
 static engram_table_t *open_table(engram_group_t *g, engram_context_t **ctx, const char *dedup)
 {
-    engram_config_t *cfg;
-    CHECK_OK(engram_config_create(&cfg));
-    CHECK_OK(engram_config_set(cfg, "transport", "recording"));
-    CHECK_OK(engram_config_set(cfg, "num_qps", "2"));
-    CHECK_OK(engram_config_set(cfg, "dedup", dedup));
-    CHECK_OK(engram_context_create(cfg, g, ctx));
-    engram_config_destroy(cfg);
-    engram_table_params_t p = {.size = sizeof(p), .entries_per_rank = EPR, .row_bytes = ROW,
-                               .entries_per_token = EPT, .max_tokens = TOKENS, .recv = ENGRAM_RECV_HOST};
+    const char *settings[] = {"num_qps", "2", "dedup", dedup, NULL};
+    CHECK_OK(test_context_open(g, "recording", settings, ctx));
     engram_table_t *t;
-    CHECK_OK(engram_table_create(*ctx, &p, &t));
-    static char rows[EPR * ROW];
-    CHECK_OK(engram_write(t, rows, ROW, NULL));
+    CHECK_OK(test_host_table_open(*ctx, EPR, ROW, EPT, TOKENS, &t));
     return t;
 }
 

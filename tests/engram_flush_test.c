@@ -17,21 +17,10 @@ enum { RANKS = 4, EPR = 100, EPT = 3, TOKENS = 40, ROW = 40 /* stride 64 */ };
 static engram_table_t *open_table(engram_group_t *g, engram_context_t **ctx, const char *mode, const char *qps,
                                   const char *depth)
 {
-    engram_config_t *cfg;
-    CHECK_OK(engram_config_create(&cfg));
-    CHECK_OK(engram_config_set(cfg, "transport", "recording"));
-    CHECK_OK(engram_config_set(cfg, "mode", mode));
-    CHECK_OK(engram_config_set(cfg, "num_qps", qps));
-    CHECK_OK(engram_config_set(cfg, "flush_depth", depth));
-    CHECK_OK(engram_config_set(cfg, "huge_pages", "off")); /* shard size = whole 4 KiB pages */
-    CHECK_OK(engram_context_create(cfg, g, ctx));
-    engram_config_destroy(cfg);
-    engram_table_params_t p = {.size = sizeof(p), .entries_per_rank = EPR, .row_bytes = ROW,
-                               .entries_per_token = EPT, .max_tokens = TOKENS, .recv = ENGRAM_RECV_HOST};
+    const char *settings[] = {"mode", mode, "num_qps", qps, "flush_depth", depth, NULL};
+    CHECK_OK(test_context_open(g, "recording", settings, ctx));
     engram_table_t *t;
-    CHECK_OK(engram_table_create(*ctx, &p, &t));
-    static char rows[EPR * ROW];
-    CHECK_OK(engram_write(t, rows, ROW, NULL));
+    CHECK_OK(test_host_table_open(*ctx, EPR, ROW, EPT, TOKENS, &t));
     return t;
 }
 

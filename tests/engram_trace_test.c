@@ -45,21 +45,11 @@ int main(void)
     CHECK(engram_log_level() == ENGRAM_LOG_LEVEL_TRACE); /* the test's env */
     engram_group_t *g;
     CHECK_OK(replicated_group_create(0, 2, 1, &g));
-    engram_config_t *cfg;
-    CHECK_OK(engram_config_create(&cfg));
-    CHECK_OK(engram_config_set(cfg, "transport", "recording"));
-    CHECK_OK(engram_config_set(cfg, "huge_pages", "off"));
-    CHECK_OK(engram_config_set(cfg, "num_qps", "1"));
-    CHECK_OK(engram_config_set(cfg, "flush_depth", "4"));
+    static const char *const settings[] = {"num_qps", "1", "flush_depth", "4", NULL};
     engram_context_t *ctx;
-    CHECK_OK(engram_context_create(cfg, g, &ctx));
-    engram_config_destroy(cfg);
-    engram_table_params_t p = {.size = sizeof(p), .entries_per_rank = EPR, .row_bytes = ROW,
-                               .entries_per_token = EPT, .max_tokens = TOKENS, .recv = ENGRAM_RECV_HOST};
+    CHECK_OK(test_context_open(g, "recording", settings, &ctx));
     engram_table_t *t;
-    CHECK_OK(engram_table_create(ctx, &p, &t));
-    static char rows[EPR * ROW];
-    CHECK_OK(engram_write(t, rows, ROW, NULL));
+    CHECK_OK(test_host_table_open(ctx, EPR, ROW, EPT, TOKENS, &t));
     int64_t idx[GETS];
     for (int i = 0; i < GETS; i++)
         idx[i] = EPR + i; /* every row from peer 1, none repeated */

@@ -32,14 +32,11 @@ engram_status_t replicated_group_create(int rank, int nranks, int local_size, en
     return st;
 }
 
-engram_status_t single_rank_open(const char *transport, const char *const *settings, engram_group_t **group,
-                                 engram_context_t **ctx)
+engram_status_t test_context_open(engram_group_t *group, const char *transport, const char *const *settings,
+                                  engram_context_t **ctx)
 {
-    engram_status_t st = replicated_group_create(0, 1, 1, group);
-    if (st != ENGRAM_OK)
-        return st;
     engram_config_t *cfg = NULL;
-    st = engram_config_create(&cfg);
+    engram_status_t st = engram_config_create(&cfg);
     if (st == ENGRAM_OK)
         st = engram_config_set(cfg, "transport", transport);
     if (st == ENGRAM_OK)
@@ -47,8 +44,35 @@ engram_status_t single_rank_open(const char *transport, const char *const *setti
     for (int i = 0; st == ENGRAM_OK && settings != NULL && settings[i] != NULL; i += 2)
         st = engram_config_set(cfg, settings[i], settings[i + 1]);
     if (st == ENGRAM_OK)
-        st = engram_context_create(cfg, *group, ctx);
+        st = engram_context_create(cfg, group, ctx);
     engram_config_destroy(cfg);
+    return st;
+}
+
+engram_status_t test_host_table_open(engram_context_t *ctx, uint64_t entries_per_rank, uint32_t row_bytes,
+                                     uint32_t entries_per_token, uint32_t max_tokens, engram_table_t **table)
+{
+    engram_table_params_t p = {.size = sizeof(p), .entries_per_rank = entries_per_rank, .row_bytes = row_bytes,
+                               .entries_per_token = entries_per_token, .max_tokens = max_tokens,
+                               .recv = ENGRAM_RECV_HOST};
+    engram_status_t st = engram_table_create(ctx, &p, table);
+    if (st != ENGRAM_OK)
+        return st;
+    void *rows = calloc(entries_per_rank, row_bytes);
+    st = rows != NULL ? engram_write(*table, rows, row_bytes, NULL) : ENGRAM_ERR_NOMEM;
+    free(rows);
+    if (st != ENGRAM_OK)
+        (void)engram_table_destroy(*table);
+    return st;
+}
+
+engram_status_t single_rank_open(const char *transport, const char *const *settings, engram_group_t **group,
+                                 engram_context_t **ctx)
+{
+    engram_status_t st = replicated_group_create(0, 1, 1, group);
+    if (st != ENGRAM_OK)
+        return st;
+    st = test_context_open(*group, transport, settings, ctx);
     if (st != ENGRAM_OK)
         engram_group_destroy(*group);
     return st;
