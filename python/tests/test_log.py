@@ -107,3 +107,23 @@ def test_exit_while_a_thread_logs():
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "exiting" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
     assert "Fatal Python error" not in r.stderr, r.stderr[-2000:]
+
+
+def test_interrupt_inside_a_log_line_is_not_lost():
+    """Ctrl-C whose handler runs while engram's line is being logged (here: a
+    handler raising KeyboardInterrupt) reaches the caller afterwards."""
+
+    class Interrupted(logging.Handler):
+        def emit(self, record):
+            raise KeyboardInterrupt
+
+    log = logging.getLogger("engram")
+    handler = Interrupted()
+    log.addHandler(handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            failing_call()
+            for _ in range(1000):  # the re-armed interrupt is raised at the next bytecode check
+                pass
+    finally:
+        log.removeHandler(handler)

@@ -57,8 +57,16 @@ static void call_back(int level, const char *file, int line, const char *msg)
     PyObject *r = NULL;
     if (pyfile != NULL && pymsg != NULL)
         r = PyObject_CallFunction(fn, "iOiO", level, pyfile, line, pymsg);
-    if (r == NULL)
+    if (r == NULL && PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+        /* Ctrl-C's handler ran inside the logging call (Python runs pending
+         * signal handlers at any bytecode): arm it again, so the wait or
+         * call this line came from raises it at its next signal check
+         * instead of the interrupt being lost. */
+        PyErr_Clear();
+        PyErr_SetInterrupt();
+    } else if (r == NULL) {
         PyErr_WriteUnraisable(fn); /* nobody to raise to: the library's caller is C */
+    }
     Py_XDECREF(r);
     Py_XDECREF(pymsg);
     Py_XDECREF(pyfile);
