@@ -117,6 +117,9 @@ def interrupt_wait(group):
 
         th = threading.Thread(target=spin)
         th.start()
+        # Python raises KeyboardInterrupt only where SIGINT was not ignored
+        # at its start (a shell's background job inherits it ignored)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
         t0 = time.monotonic()
         try:

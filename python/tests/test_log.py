@@ -5,6 +5,7 @@ thread, and from a forked rank; an exit while a thread still logs is clean.
 python_tests.sh runs with ENGRAM_LOG_LEVEL=error, so error lines exist."""
 import logging
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -120,6 +121,8 @@ def test_interrupt_inside_a_log_line_is_not_lost():
     log = logging.getLogger("engram")
     handler = Interrupted()
     log.addHandler(handler)
+    # PyErr_SetInterrupt does nothing while SIGINT is ignored (a shell's background job)
+    old_sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
             failing_call()
@@ -127,3 +130,4 @@ def test_interrupt_inside_a_log_line_is_not_lost():
                 pass
     finally:
         log.removeHandler(handler)
+        signal.signal(signal.SIGINT, old_sigint)
