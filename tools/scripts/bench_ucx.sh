@@ -13,8 +13,8 @@
 #   ENGRAM_TIMEOUT_MS engram's bound on waits and barriers [600000]
 #   PERFTEST_SECONDS  how long perftest's timed run should take; its
 #                     iteration count comes from a short calibration run [5]
-#   BAZEL_OUTPUT_BASE optional --output_base for the build
-#   BENCH_BIN         an engram_bench binary to run instead of building one
+#   BENCH_BIN         an installed engram_bench to run instead of installing
+#                     one (ucx is a module: a bazel-bin binary cannot load it)
 # perftest runs once per (UCX_TLS, row size) the bench reports (from its
 # JSON), so options such as --row-bytes and --sweep need no parsing here.
 set -euo pipefail
@@ -28,8 +28,6 @@ seconds=${PERFTEST_SECONDS:-5}
 export ENGRAM_TIMEOUT_MS=${ENGRAM_TIMEOUT_MS:-600000}
 [[ $window =~ ^[1-9][0-9]*$ ]] || { echo "bench_ucx: ENGRAM_UCX_WINDOW must be a positive integer, got '$window'" >&2; exit 2; }
 [[ $seconds =~ ^[1-9][0-9]*$ ]] || { echo "bench_ucx: PERFTEST_SECONDS must be a positive integer, got '$seconds'" >&2; exit 2; }
-bazel_cmd=(bazel)
-[[ -n ${BAZEL_OUTPUT_BASE:-} ]] && bazel_cmd+=(--output_base="$BAZEL_OUTPUT_BASE")
 
 command -v ucx_perftest >/dev/null || { echo "bench_ucx: ucx_perftest not found (Debian: ucx-utils)" >&2; exit 1; }
 server_pid=
@@ -38,7 +36,8 @@ stop_server() {
     server_pid=
     return 0
 }
-trap stop_server EXIT
+prefix=
+trap 'stop_server; [[ -n $prefix ]] && rm -rf "$prefix"' EXIT
 
 free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -79,8 +78,10 @@ perftest_rate() {
 
 bin=${BENCH_BIN:-}
 if [[ -z $bin ]]; then
-    "${bazel_cmd[@]}" build //tools:engram_bench >&2
-    bin=$("${bazel_cmd[@]}" info bazel-bin 2>/dev/null)/tools/engram_bench
+    # installed, so the binary finds its transport modules in ../lib/engram
+    prefix=$(mktemp -d /tmp/engram-bench-ucx.XXXXXX)
+    bash tools/scripts/install.sh "$prefix" >&2
+    bin=$prefix/bin/engram_bench
 fi
 
 status=0
