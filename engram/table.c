@@ -13,6 +13,7 @@
  *   4. register the receive slots as the local destination; agree;
  *   5. barrier. Any failure unwinds what this rank took, on every rank. */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -278,12 +279,17 @@ static engram_status_t shard_register(engram_context_t *ctx, engram_table_t *t)
         engram_segment_params_t sp = {.size = sizeof(sp), .bytes = t->shard->size,
                                       .numa_node = (int)ctx->cfg.numa_node, .huge = ctx->cfg.huge_pages,
                                       .device = -1};
+        /* A transport may decline without a message: then the last error
+         * is still an older one, which is no reason for this. */
+        char before[ENGRAM_LAST_ERROR_BYTES];
+        snprintf(before, sizeof(before), "%s", engram_last_error());
         st = ctx->ops->alloc_symmetric(ctx->transport, &sp, span, &t->shard_region, &t->shard->addr,
                                        &t->shard_flags);
         if (st != ENGRAM_ERR_UNSUPPORTED)
             return st;
+        const char *why = strcmp(before, engram_last_error()) != 0 ? engram_last_error() : "no reason given";
         ENGRAM_INFO("transport %s cannot provide the shard's memory (%s); using a host segment", ctx->ops->name,
-                    engram_last_error());
+                    why);
         t->shard->ops->free(t->shard);
         t->shard = NULL;
         st = engram_group_agree(ctx->group, alloc_segment(&ctx->cfg, t->sizes.shard_bytes, &t->shard));

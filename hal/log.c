@@ -10,10 +10,9 @@
 
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
 
-/* Room for engram_last_error()'s text. A longer message is cut to
- * ENGRAM_LAST_ERROR_BYTES - 1 bytes (vsnprintf), in both engram_last_error()
- * and the logged line; messages name a parameter and a value, well short. */
-#define ENGRAM_LAST_ERROR_BYTES 512
+/* A longer message is cut to ENGRAM_LAST_ERROR_BYTES - 1 bytes
+ * (vsnprintf), in both engram_last_error() and the logged line; messages
+ * name a parameter and a value, well short. */
 static _Thread_local char last_error[ENGRAM_LAST_ERROR_BYTES];
 
 static engram_log_level_t parse_level(void)

@@ -4,9 +4,11 @@
  * it); UNSUPPORTED falls back to a host segment and reg_symmetric; another
  * failure fails the table with nothing left registered; hybrid tables and
  * huge_pages=on never ask. */
+#include <stdio.h>
 #include <string.h>
 
 #include "engram/engram.h"
+#include "engram/log.h"
 #include "tests/check.h"
 #include "tests/recording_transport.h"
 
@@ -27,6 +29,16 @@ static engram_status_t open_table(engram_group_t *g, const char *mode, const cha
     recording_alloc_calls = 0;
     recording_alloc_addr = NULL;
     return engram_table_create(*ctx, &p, t);
+}
+
+/* The table's "cannot provide the shard's memory" info line. */
+static char decline_line[ENGRAM_LAST_ERROR_BYTES];
+
+static void keep_decline_line(void *arg, engram_log_level_t level, const char *file, int line, const char *msg)
+{
+    (void)arg, (void)level, (void)file, (void)line;
+    if (strstr(msg, "cannot provide the shard's memory") != NULL)
+        snprintf(decline_line, sizeof(decline_line), "%s", msg);
 }
 
 static void close_table(engram_context_t *ctx, engram_table_t *t)
@@ -61,9 +73,15 @@ int main(void)
         CHECK(memcmp((char *)recording_alloc_addr + i * STRIDE, rows + i * ROW, ROW) == 0);
     close_table(ctx, t);
 
-    /* Declined: a host segment, registered. */
+    /* Declined: a host segment, registered. The transport gave no
+     * message, so the info line must not quote an older error as its
+     * reason. */
     recording_alloc_status = ENGRAM_ERR_UNSUPPORTED;
+    (void)ENGRAM_ERROR(ENGRAM_ERR_INVALID, "an older error");
+    engram_log_set_handler(keep_decline_line, NULL);
     CHECK_OK(open_table(g, "direct", "auto", &ctx, &t));
+    engram_log_set_handler(NULL, NULL);
+    CHECK(strstr(decline_line, "no reason given") != NULL && strstr(decline_line, "older") == NULL);
     CHECK(recording_alloc_calls == 1 && recording_alloc_addr == NULL && recording_log.open_regions == 2);
     write_rows(t, rows);
     close_table(ctx, t);

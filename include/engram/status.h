@@ -33,8 +33,10 @@ typedef enum engram_status {
 ENGRAM_API const char *engram_status_str(engram_status_t status);
 
 /* Details of the last error this thread hit inside the library (the same
- * text that was logged once where the error was detected); "" if none. */
+ * text that was logged once where the error was detected); "" if none. At
+ * most ENGRAM_LAST_ERROR_BYTES - 1 bytes. */
 ENGRAM_API const char *engram_last_error(void);
+#define ENGRAM_LAST_ERROR_BYTES 512
 
 #ifdef __cplusplus
 }
