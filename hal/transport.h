@@ -112,6 +112,28 @@ static inline engram_status_t engram_get_bounds_status(const char *who, uint64_t
     return ENGRAM_OK;
 }
 
+/* A get's queue, regions and peer, checked and worded once for every
+ * transport's refused (cold) path: OK, or ENGRAM_ERR_INVALID naming the
+ * first that is wrong. The region kinds are the transport's own tests
+ * (made NULL-safe by the caller): remote_symmetric, a symmetric region to
+ * read from; local_dest, a reg_local region to write into. */
+static inline engram_status_t engram_get_args_status(const char *who, int queue, int nqueues, bool have_regions,
+                                                     bool remote_symmetric, bool local_dest, int peer, int npeers)
+{
+    if (queue < 0 || queue >= nqueues)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s get: queue %d out of range [0, %d)", who, queue, nqueues);
+    if (!have_regions)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s get: remote and local regions must not be NULL", who);
+    if (!remote_symmetric)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s get: the remote region is a local (reg_local) region", who);
+    if (!local_dest)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s get: the local region is a symmetric region, not a reg_local "
+                            "destination", who);
+    if (peer < 0 || peer >= npeers)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s get: peer %d out of range [0, %d)", who, peer, npeers);
+    return ENGRAM_OK;
+}
+
 typedef struct engram_transport_ops {
     size_t size; /* sizeof(engram_transport_ops_t) at the time the backend was built */
     const char *name;

@@ -350,17 +350,12 @@ static __attribute__((cold, noinline)) engram_status_t get_refused(const engram_
                                                                    uint64_t remote_off, const engram_region_t *local,
                                                                    uint64_t local_off, size_t len)
 {
-    if (queue < 0 || queue >= t->nqueues)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "loopback get: queue %d out of range [0, %d)", queue, t->nqueues);
-    if (remote == NULL || local == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "loopback get: remote and local regions must not be NULL");
-    if (remote->peer_base == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "loopback get: the remote region is a local (reg_local) region");
-    if (local->dst == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "loopback get: the local region is a symmetric region, not a "
-                            "reg_local destination");
-    if (peer < 0 || peer >= remote->npeers)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "loopback get: peer %d out of range [0, %d)", peer, remote->npeers);
+    engram_status_t st = engram_get_args_status("loopback", queue, t->nqueues, remote != NULL && local != NULL,
+                                                remote != NULL && remote->peer_base != NULL,
+                                                local != NULL && local->dst != NULL, peer,
+                                                remote != NULL ? remote->npeers : 0);
+    if (st != ENGRAM_OK)
+        return st;
     return engram_get_bounds_status("loopback", remote_off, remote->size, local_off, local->size, len);
 }
 

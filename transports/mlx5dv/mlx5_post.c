@@ -120,21 +120,16 @@ static __attribute__((cold, noinline)) engram_status_t get_refused(const engram_
                                                                    uint64_t remote_off, const engram_region_t *local,
                                                                    uint64_t local_off, size_t len)
 {
-    if (queue < 0 || queue >= t->nqueues)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv get: queue %d out of range [0, %d)", queue, t->nqueues);
-    if (remote == NULL || local == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv get: remote and local regions must not be NULL");
-    if (remote->npeers == 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv get: the remote region is a local (reg_local) region");
-    if (local->npeers != 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv get: the local region is a symmetric region");
-    if (peer < 0 || peer >= remote->npeers)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv get: peer %d out of range [0, %d)", peer, remote->npeers);
+    engram_status_t st = engram_get_args_status("mlx5dv", queue, t->nqueues, remote != NULL && local != NULL,
+                                                remote != NULL && remote->npeers != 0,
+                                                local != NULL && local->npeers == 0, peer,
+                                                remote != NULL ? remote->npeers : 0);
+    if (st != ENGRAM_OK)
+        return st;
     if (len == 0 || len > INT32_MAX)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv get: length %zu outside [1, 2^31)", len);
-    engram_status_t st = ENGRAM_DEBUG_CHECKS ? engram_get_bounds_status("mlx5dv", remote_off, remote->size, local_off,
-                                                                      local->size, len)
-                                             : ENGRAM_OK;
+    st = ENGRAM_DEBUG_CHECKS ? engram_get_bounds_status("mlx5dv", remote_off, remote->size, local_off, local->size, len)
+                             : ENGRAM_OK;
     if (st != ENGRAM_OK)
         return st;
     return ENGRAM_ERROR(t->queues[queue].conns[peer].error, "mlx5dv get: queue %d peer %d is in error after an "
