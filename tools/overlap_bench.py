@@ -214,11 +214,10 @@ class Shards:
 
     def open(self, tokens, ept, gpu_sms):
         import engram
-        torch_bf16 = self.table.dtype
         per = self.args.rows // self.group.size
         if self.group.rank != 0:
             gpu_sms = "1"  # holds a shard, fetches nothing: no calibration beside rank 0's
-        buf = engram.Buffer(self.group, per, self.args.hidden, torch_bf16, tokens, ept, recv="cuda",
+        buf = engram.Buffer(self.group, per, self.args.hidden, self.table.dtype, tokens, ept, recv="cuda",
                             config={"gpu_sms": gpu_sms, "fetch_slots": str(FETCH_SLOTS)})
         try:
             lo = self.group.rank * per

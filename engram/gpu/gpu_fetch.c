@@ -86,6 +86,7 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
 {
     const engram_table_t *t = f->table;
     cudaError_t ce = cudaSuccess;
+    g->slot_seq[slot] = 0; /* the event tells completion unless the kernel signals */
     if (g->launch != NULL)
         g->wait_pending[slot] = false;
     if (f->num_tokens > 0 && g->launch != NULL) {
@@ -177,7 +178,6 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
         return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_fetch_on_stream: all %d receive slots are in flight "
                                              "(fetch_slots); wait and release one first", t->num_slots);
     int slot = (int)(f - t->slots);
-    g->slot_seq[slot] = 0;
     f->status = launch(f, g, slot, indices, stream, capture != cudaStreamCaptureStatusNone);
     if (capture != cudaStreamCaptureStatusNone) {
         /* Captured: the graph's replays do the work, not this call, so the
