@@ -27,9 +27,17 @@ __device__ __forceinline__ V load_row_vec(const V *p)
     return __ldg(p);
 }
 
+// The receive row of vector c (vpr vectors a row; shifts when a power of two).
+__device__ __forceinline__ uint32_t row_of(uint64_t c, uint32_t vpr, int vpr_log2)
+{
+    return vpr_log2 >= 0 ? (uint32_t)(c >> vpr_log2) : (uint32_t)(c / vpr);
+}
+
 // The row indices of the kUnroll vectors at base + u * nthreads; bit u of
 // the result: no row to read there (past the end, or a dedup repeat the
-// copy kernel places).
+// copy kernel places). Read through L2 only (ld.global.cg): a speculative
+// read before griddepcontrol.wait must leave no stale line in L1 for the
+// read that checks it.
 __device__ __forceinline__ unsigned read_indices(const engram_gpu_gather_args_t &a, uint64_t base, uint64_t nthreads,
                                                  uint64_t total, uint32_t vpr, int vpr_log2, int64_t idx[kUnroll])
 {
@@ -42,18 +50,76 @@ __device__ __forceinline__ unsigned read_indices(const engram_gpu_gather_args_t 
             skip |= 1u << u;
             continue;
         }
-        const uint32_t row = vpr_log2 >= 0 ? (uint32_t)(c >> vpr_log2) : (uint32_t)(c / vpr);
-        idx[u] = a.indices[row];
-        if (a.first != nullptr && a.first[row] != row)
+        const uint32_t row = row_of(c, vpr, vpr_log2);
+        idx[u] = __ldcg(&a.indices[row]);
+        if (a.first != nullptr && __ldcg(&a.first[row]) != row)
             skip |= 1u << u;
     }
     return skip;
+}
+
+// One step's loads: for each u in `mask` and not in `skip`, v[u] = this
+// node's vector (bit u of the result: store it) or zeros for a bad index
+// (stored too; bit u of *bad when it is the row's first vector, so each
+// bad row is counted once). Vectors of other nodes' rows are left alone.
+template <typename V>
+__device__ __forceinline__ unsigned load_step(const engram_gpu_gather_args_t &a, uint64_t base, uint64_t nthreads,
+                                              uint32_t vpr, int vpr_log2, const int64_t idx[kUnroll], unsigned skip,
+                                              unsigned mask, V v[kUnroll], unsigned *bad)
+{
+    unsigned keep = 0;
+    *bad = 0;
+#pragma unroll
+    for (int u = 0; u < kUnroll; u++) {
+        if (!(mask & (1u << u)))
+            continue;
+        v[u] = V{};
+        if (skip & (1u << u))
+            continue;
+        const uint64_t c = base + u * nthreads;
+        const uint32_t row = row_of(c, vpr, vpr_log2);
+        const uint32_t j = (uint32_t)(c - (uint64_t)row * vpr);
+        engram_route_t r;
+        if (engram_route_index(&a.shape, idx[u], &r)) {
+            const uint32_t lp = r.peer - a.first_peer;
+            if (lp < a.local_peers) { // else the host transport places it
+                const char *src = a.span + (uint64_t)lp * a.peer_stride + r.src_off;
+                v[u] = load_row_vec(reinterpret_cast<const V *>(src) + j);
+                keep |= 1u << u;
+            }
+        } else {
+            keep |= 1u << u;
+            if (j == 0)
+                *bad |= 1u << u;
+        }
+    }
+    return keep;
 }
 
 template <typename V>
 __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gather_args_t a, int vpr_log2)
 {
     __shared__ unsigned long long bad_count, bad_first;
+    const uint32_t vpr = a.row_bytes / sizeof(V);
+    const uint64_t total = (uint64_t)a.num_rows * vpr;
+    const uint64_t nthreads = (uint64_t)gridDim.x * blockDim.x;
+    const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    V *out = reinterpret_cast<V *>(a.rows);
+    const uint64_t step = nthreads * kUnroll;
+    int64_t idx[kUnroll] = {};
+    V v[kUnroll];
+    unsigned skip = 0, keep = 0, bad = 0;
+    if (a.speculate) {
+        // The first step's rows before the wait below, from indices the
+        // work before us may still be writing: the table is not stream
+        // work (engram_write synchronizes), so any index that routes reads
+        // valid, current rows, and the check after the wait reloads the
+        // vectors whose index (or dedup first) changed. The row reads of a
+        // fetch queued behind another then fly while that one drains,
+        // instead of after it (the gap between back-to-back fetches).
+        skip = read_indices(a, tid, nthreads, total, vpr, vpr_log2, idx);
+        keep = load_step(a, tid, nthreads, vpr, vpr_log2, idx, skip, ~0u, v, &bad);
+    }
     // Launched with programmatic stream serialization: wait until the work
     // before us on the stream is complete and visible (stream order holds),
     // then let the next fetch's launch start while this one drains.
@@ -64,41 +130,31 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
         bad_first = ~0ull;
     }
     __syncthreads();
-    const uint32_t vpr = a.row_bytes / sizeof(V);
-    const uint64_t total = (uint64_t)a.num_rows * vpr;
-    const uint64_t nthreads = (uint64_t)gridDim.x * blockDim.x;
-    const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    V *out = reinterpret_cast<V *>(a.rows);
-    const uint64_t step = nthreads * kUnroll;
-    int64_t idx[kUnroll];
-    unsigned skip = read_indices(a, tid, nthreads, total, vpr, vpr_log2, idx);
-    for (uint64_t base = tid; base < total; base += step) {
-        V v[kUnroll];
-        unsigned keep = 0; // bit u: store v[u] (this node's row, or a bad index's zeros)
+    {
+        int64_t now[kUnroll];
+        const unsigned skip_now = read_indices(a, tid, nthreads, total, vpr, vpr_log2, now);
+        unsigned redo = a.speculate ? skip ^ skip_now : ~0u;
 #pragma unroll
         for (int u = 0; u < kUnroll; u++) {
-            v[u] = V{};
-            if (skip & (1u << u))
-                continue;
-            const uint64_t c = base + u * nthreads;
-            const uint32_t row = vpr_log2 >= 0 ? (uint32_t)(c >> vpr_log2) : (uint32_t)(c / vpr);
-            const uint32_t j = (uint32_t)(c - (uint64_t)row * vpr);
-            engram_route_t r;
-            if (engram_route_index(&a.shape, idx[u], &r)) {
-                const uint32_t lp = r.peer - a.first_peer;
-                if (lp < a.local_peers) { // else the host transport places it
-                    const char *src = a.span + (uint64_t)lp * a.peer_stride + r.src_off;
-                    v[u] = load_row_vec(reinterpret_cast<const V *>(src) + j);
-                    keep |= 1u << u;
-                }
-            } else {
-                keep |= 1u << u;
-                if (j == 0) {
-                    atomicAdd(&bad_count, 1ull);
-                    atomicMin(&bad_first, (unsigned long long)row);
-                }
-            }
+            if (now[u] != idx[u])
+                redo |= 1u << u;
+            idx[u] = now[u];
         }
+        if (redo != 0) {
+            unsigned redo_bad;
+            const unsigned redo_keep = load_step(a, tid, nthreads, vpr, vpr_log2, idx, skip_now, redo, v, &redo_bad);
+            keep = (keep & ~redo) | (redo_keep & redo);
+            bad = (bad & ~redo) | (redo_bad & redo);
+        }
+        skip = skip_now;
+    }
+    for (uint64_t base = tid; base < total;) {
+#pragma unroll
+        for (int u = 0; u < kUnroll; u++)
+            if (bad & (1u << u)) {
+                atomicAdd(&bad_count, 1ull);
+                atomicMin(&bad_first, (unsigned long long)row_of(base + u * nthreads, vpr, vpr_log2));
+            }
         // The next step's indices now, before the stores wait for this
         // step's rows: their read hides under the row reads instead of
         // adding an L2 round trip to every step.
@@ -107,6 +163,9 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
         for (int u = 0; u < kUnroll; u++)
             if (keep & (1u << u))
                 out[base + u * nthreads] = v[u];
+        base += step;
+        if (base < total)
+            keep = load_step(a, base, nthreads, vpr, vpr_log2, idx, skip, ~0u, v, &bad);
     }
     // Scales come from the replicated table in this GPU's memory.
     const uint64_t nscales = (uint64_t)a.num_rows * a.packs;

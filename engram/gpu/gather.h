@@ -47,6 +47,11 @@ typedef struct engram_gpu_gather_args {
      * complete without an event behind the kernel on the stream. 0: no
      * signal (an event or a later kernel tells completion). */
     uint64_t seq;
+    /* Nonzero: the kernel loads its first step's rows before it waits for
+     * the work before it on the stream, and checks their indices after
+     * (gather.cu). 0 under graph capture, where memory a graph allocates
+     * may not be mapped before its allocation runs. */
+    uint32_t speculate;
 } engram_gpu_gather_args_t;
 
 /* Loads every kernel of this file now. With CUDA's lazy loading a

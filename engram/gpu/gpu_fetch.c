@@ -117,6 +117,7 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
             .packs = t->params.scale_packs,
             .col_major = (f->flags & ENGRAM_FETCH_SCALES_COL_MAJOR) != 0,
             .bad = g->bad + (size_t)slot * g->blocks,
+            .speculate = !capturing,
         };
         ce = (cudaError_t)engram_gpu_dedup_before(g, slot, &a, stream);
         /* The gather kernel is the fetch's last GPU work: it signals. */

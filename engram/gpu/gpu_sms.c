@@ -125,6 +125,7 @@ engram_status_t engram_gpu_sms_calibrate(engram_table_t *t, engram_gpu_table_t *
                      .entries_per_token = p->entries_per_token,
                      .num_tokens = (uint32_t)(rows / p->entries_per_token),
                      .bad = g->bad,
+                     .speculate = 1, /* as fetches outside graph capture */
                  }};
     int64_t *dev = NULL;
     cudaError_t ce = cudaMalloc((void **)&dev, rows * sizeof(*dev));
