@@ -165,6 +165,8 @@ static void check_boundaries_and_slots(harness_t *h, cudaStream_t s)
     for (int k = 0; k < 4; k++)
         issue(h, s, idx[k], MAX_TOKENS, false, &gf[k]);
     engram_fetch_t *extra;
+    CHECK_STATUS(engram_fetch_on_stream(h->table, (const int64_t *)((const char *)gf[0].d_idx + 4), 1, 0, s, &extra),
+                 ENGRAM_ERR_INVALID);
     CHECK_STATUS(engram_fetch_on_stream(h->table, gf[0].d_idx, 1, 0, s, &extra), ENGRAM_ERR_BUSY);
     for (int k = 3; k >= 0; k--)
         CHECK_OK(finish(h, idx[k], MAX_TOKENS, false, &gf[k]));

@@ -127,7 +127,10 @@ ENGRAM_API engram_status_t engram_fetch(engram_table_t *table, const int64_t *in
  * return GPU pointers (rows, scales) and the bad-index report as for
  * engram_fetch. The kernel occupies gpu_sms SMs (config; 0 = all; auto,
  * the default: the fewest reaching 0.9 of the all-SM rate, timed when the
- * table is created).
+ * table is created). indices must be 8-byte aligned (ENGRAM_ERR_INVALID
+ * otherwise) and mapped when this is called: outside graph capture the
+ * kernel reads them once before the work ahead of it on `stream` is done
+ * (its first rows' reads start early) and again after, and uses the later.
  * On more than one node, rows owned by other nodes come through the
  * context's host transport: this call then copies the indices back and
  * waits for that copy (and so for the work queued before it on `stream`)
