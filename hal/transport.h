@@ -58,6 +58,26 @@ typedef enum engram_reg_span {
     ENGRAM_REG_NODE_SPAN = 1,
 } engram_reg_span_t;
 
+/* A host transport's view of its group, taken when it opens: its rank and
+ * sizes, and how its flush peers map to ranks (from the mode key). */
+typedef struct engram_transport_shape {
+    int rank, size, local_rank, local_size;
+    engram_reg_span_t span; /* NODE_SPAN in hybrid mode, RANK in direct */
+    int npeers;             /* flush peers: nodes (NODE_SPAN) or ranks (RANK) */
+} engram_transport_shape_t;
+
+static inline engram_transport_shape_t engram_transport_shape_of(const engram_group_t *group, int64_t mode)
+{
+    engram_transport_shape_t s;
+    s.rank = engram_group_rank(group);
+    s.size = engram_group_size(group);
+    s.local_rank = engram_group_local_rank(group);
+    s.local_size = engram_group_local_size(group);
+    s.span = mode == ENGRAM_MODE_HYBRID ? ENGRAM_REG_NODE_SPAN : ENGRAM_REG_RANK;
+    s.npeers = s.span == ENGRAM_REG_NODE_SPAN ? s.size / s.local_size : s.size;
+    return s;
+}
+
 typedef struct engram_transport engram_transport_t; /* backend state */
 typedef struct engram_region engram_region_t;       /* backend state */
 typedef struct engram_request engram_request_t;     /* backend state */

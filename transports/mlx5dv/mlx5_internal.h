@@ -61,9 +61,8 @@ struct engram_transport {
     const engram_mlx5_ring_ops_t *rings;
     engram_mlx5_dev_t *dev;
     engram_group_t *group;
-    int rank, size, local_rank, local_size;
-    engram_reg_span_t span; /* how peers map to ranks, from the mode key */
-    int npeers, nqueues;
+    engram_transport_shape_t shape;
+    int nqueues;
     uint32_t rd_atom;
     uint64_t timeout_ns;
     mlx5_queue_t *queues;

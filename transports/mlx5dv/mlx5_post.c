@@ -171,9 +171,9 @@ engram_status_t engram_mlx5_flush(engram_transport_t *t, int queue, int peer, en
 {
     if (t == NULL || req == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv flush: transport and req must not be NULL");
-    if (queue < 0 || queue >= t->nqueues || peer < 0 || peer >= t->npeers)
+    if (queue < 0 || queue >= t->nqueues || peer < 0 || peer >= t->shape.npeers)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv flush: queue %d / peer %d out of range [0, %d) / [0, %d)",
-                            queue, peer, t->nqueues, t->npeers);
+                            queue, peer, t->nqueues, t->shape.npeers);
     mlx5_queue_t *q = &t->queues[queue];
     mlx5_conn_t *c = &q->conns[peer];
     if (c->error != ENGRAM_OK)

@@ -48,10 +48,10 @@ static engram_status_t check_symmetric(const engram_transport_t *t, const engram
     if (seg->kind != ENGRAM_MEM_HOST)
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "mlx5dv reg_symmetric: memory kind %d is not host memory",
                             (int)seg->kind);
-    if (span != t->span)
+    if (span != t->shape.span)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv reg_symmetric: span %s does not match the transport's mode "
                             "(%s); QPs follow the mode", span == ENGRAM_REG_NODE_SPAN ? "node" : "rank",
-                            t->span == ENGRAM_REG_NODE_SPAN ? "hybrid" : "direct");
+                            t->shape.span == ENGRAM_REG_NODE_SPAN ? "hybrid" : "direct");
     return ENGRAM_OK;
 }
 
@@ -62,7 +62,7 @@ static engram_status_t register_mine(engram_transport_t *t, engram_segment_t *se
     engram_segment_span_t node_span = {0};
     void *addr = seg->addr;
     size_t len = seg->size;
-    if (t->span == ENGRAM_REG_NODE_SPAN) {
+    if (t->shape.span == ENGRAM_REG_NODE_SPAN) {
         engram_status_t st = engram_segment_span_map_node(t->group, seg, true, &node_span);
         if (st != ENGRAM_OK)
             return st;
@@ -76,7 +76,7 @@ static engram_status_t register_mine(engram_transport_t *t, engram_segment_t *se
         return st;
     }
     r->node_span = node_span;
-    r->npeers = t->npeers;
+    r->npeers = t->shape.npeers;
     info->addr = (uint64_t)(uintptr_t)addr;
     info->len = len;
     info->ok = 1;
@@ -86,7 +86,7 @@ static engram_status_t register_mine(engram_transport_t *t, engram_segment_t *se
 
 static engram_status_t learn_peers(engram_transport_t *t, engram_region_t *r, const engram_mlx5_mr_info_t *all)
 {
-    for (int rank = 0; rank < t->size; rank++) {
+    for (int rank = 0; rank < t->shape.size; rank++) {
         if (!all[rank].ok)
             return ENGRAM_ERROR(ENGRAM_ERR_PEER, "mlx5dv reg_symmetric: rank %d could not register its memory", rank);
         if (all[rank].len != r->size)
@@ -112,9 +112,9 @@ engram_status_t engram_mlx5_reg_symmetric(engram_transport_t *t, engram_segment_
     if (t == NULL || out == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv reg_symmetric: transport and out must not be NULL");
     engram_mlx5_mr_info_t mine = {0};
-    engram_mlx5_mr_info_t *all = calloc((size_t)t->size, sizeof(*all));
+    engram_mlx5_mr_info_t *all = calloc((size_t)t->shape.size, sizeof(*all));
     if (all == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5dv reg_symmetric: out of memory for %d ranks", t->size);
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5dv reg_symmetric: out of memory for %d ranks", t->shape.size);
     engram_region_t *r = NULL;
     /* A rank with bad arguments still takes part in every exchange, so the
      * others fail at once instead of waiting for it. The node span is

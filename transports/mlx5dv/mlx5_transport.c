@@ -15,7 +15,7 @@
 
 int engram_mlx5_peer_rank(const engram_transport_t *t, int peer)
 {
-    return t->span == ENGRAM_REG_NODE_SPAN ? peer * t->local_size + t->local_rank : peer;
+    return t->shape.span == ENGRAM_REG_NODE_SPAN ? peer * t->shape.local_size + t->shape.local_rank : peer;
 }
 
 static bool mlx5_available(engram_group_t *group, const char **why)
@@ -28,7 +28,7 @@ static void queues_free(engram_transport_t *t)
 {
     for (int q = 0; q < t->nqueues; q++) {
         mlx5_queue_t *mq = &t->queues[q];
-        for (int p = 0; mq->conns != NULL && p < t->npeers; p++)
+        for (int p = 0; mq->conns != NULL && p < t->shape.npeers; p++)
             if (mq->conns[p].qp != NULL)
                 t->rings->qp_destroy(t->dev, mq->conns[p].qp);
         free(mq->conns);
@@ -46,19 +46,19 @@ static engram_status_t queues_create(engram_transport_t *t, engram_mlx5_qp_addr_
     t->nqueues = MLX5_QUEUES;
     for (int q = 0; q < t->nqueues; q++) {
         engram_free_list_init(&t->queues[q].reqs, sizeof(engram_request_t), MLX5_REQUEST_BLOCK);
-        t->queues[q].conns = calloc((size_t)t->npeers, sizeof(mlx5_conn_t));
+        t->queues[q].conns = calloc((size_t)t->shape.npeers, sizeof(mlx5_conn_t));
         if (t->queues[q].conns == NULL)
-            return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5dv open: out of memory for %d connections", t->npeers);
-        for (int p = 0; p < t->npeers; p++) {
+            return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5dv open: out of memory for %d connections", t->shape.npeers);
+        for (int p = 0; p < t->shape.npeers; p++) {
             mlx5_conn_t *c = &t->queues[q].conns[p];
             c->queue = q;
             c->peer = p;
             c->rank = engram_mlx5_peer_rank(t, p);
-            engram_mlx5_qp_addr_t *a = &mine[(size_t)q * (size_t)t->npeers + (size_t)p];
+            engram_mlx5_qp_addr_t *a = &mine[(size_t)q * (size_t)t->shape.npeers + (size_t)p];
             engram_status_t st = t->rings->qp_create(t->dev, MLX5_SQ_DEPTH, &c->qp, &c->rings, a);
             if (st != ENGRAM_OK)
                 return st;
-            a->rank = t->rank;
+            a->rank = t->shape.rank;
         }
     }
     return ENGRAM_OK;
@@ -67,19 +67,19 @@ static engram_status_t queues_create(engram_transport_t *t, engram_mlx5_qp_addr_
 /* The peer index under which rank `rank` reaches this rank. */
 static int my_peer_at(const engram_transport_t *t)
 {
-    return t->span == ENGRAM_REG_NODE_SPAN ? t->rank / t->local_size : t->rank;
+    return t->shape.span == ENGRAM_REG_NODE_SPAN ? t->shape.rank / t->shape.local_size : t->shape.rank;
 }
 
 static engram_status_t queues_connect(engram_transport_t *t, const engram_mlx5_qp_addr_t *all,
                                       const engram_mlx5_qp_addr_t *mine)
 {
-    size_t per_rank = (size_t)t->nqueues * (size_t)t->npeers;
+    size_t per_rank = (size_t)t->nqueues * (size_t)t->shape.npeers;
     for (int q = 0; q < t->nqueues; q++) {
-        for (int p = 0; p < t->npeers; p++) {
+        for (int p = 0; p < t->shape.npeers; p++) {
             mlx5_conn_t *c = &t->queues[q].conns[p];
             const engram_mlx5_qp_addr_t *remote =
-                &all[(size_t)c->rank * per_rank + (size_t)q * (size_t)t->npeers + (size_t)my_peer_at(t)];
-            const engram_mlx5_qp_addr_t *local = &mine[(size_t)q * (size_t)t->npeers + (size_t)p];
+                &all[(size_t)c->rank * per_rank + (size_t)q * (size_t)t->shape.npeers + (size_t)my_peer_at(t)];
+            const engram_mlx5_qp_addr_t *local = &mine[(size_t)q * (size_t)t->shape.npeers + (size_t)p];
             /* The initiator may not have more reads out than the responder takes. */
             uint8_t rd_atom = local->rd_atom < remote->rd_atom ? local->rd_atom : remote->rd_atom;
             engram_status_t st = t->rings->qp_connect(t->dev, c->qp, local, remote, rd_atom);
@@ -93,9 +93,9 @@ static engram_status_t queues_connect(engram_transport_t *t, const engram_mlx5_q
 
 static engram_status_t check_shape(const engram_transport_t *t)
 {
-    if (t->span == ENGRAM_REG_NODE_SPAN && t->size % t->local_size != 0)
+    if (t->shape.span == ENGRAM_REG_NODE_SPAN && t->shape.size % t->shape.local_size != 0)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "mlx5dv open: hybrid mode needs whole nodes: %d ranks, %d per node",
-                            t->size, t->local_size);
+                            t->shape.size, t->shape.local_size);
     return ENGRAM_OK;
 }
 
@@ -104,13 +104,13 @@ static engram_status_t open_local(engram_transport_t *t, const char *device, eng
 {
     engram_status_t st = check_shape(t);
     if (st == ENGRAM_OK)
-        st = t->rings->open(device, t->rank, &t->dev);
+        st = t->rings->open(device, t->shape.rank, &t->dev);
     if (st != ENGRAM_OK)
         return st;
     uint32_t rd = t->rings->max_rd_atomic(t->dev);
     t->rd_atom = rd > 255 ? 255 : rd;
     st = queues_create(t, mine);
-    for (size_t i = 0; st == ENGRAM_OK && i < (size_t)t->nqueues * (size_t)t->npeers; i++)
+    for (size_t i = 0; st == ENGRAM_OK && i < (size_t)t->nqueues * (size_t)t->shape.npeers; i++)
         mine[i].rd_atom = (uint8_t)t->rd_atom;
     return st;
 }
@@ -161,19 +161,14 @@ static engram_status_t mlx5_open(engram_group_t *group, const engram_config_view
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5dv open: out of memory");
     t->rings = &engram_mlx5_verbs_rings;
     t->group = group;
-    t->rank = engram_group_rank(group);
-    t->size = engram_group_size(group);
-    t->local_rank = engram_group_local_rank(group);
-    t->local_size = engram_group_local_size(group);
-    t->span = mode == ENGRAM_MODE_HYBRID ? ENGRAM_REG_NODE_SPAN : ENGRAM_REG_RANK;
-    t->npeers = t->span == ENGRAM_REG_NODE_SPAN ? t->size / t->local_size : t->size;
+    t->shape = engram_transport_shape_of(group, mode);
     t->timeout_ns = (uint64_t)timeout_ms * 1000000u;
-    size_t per_rank = (size_t)MLX5_QUEUES * (size_t)t->npeers;
+    size_t per_rank = (size_t)MLX5_QUEUES * (size_t)t->shape.npeers;
     engram_mlx5_qp_addr_t *mine = calloc(per_rank, sizeof(*mine));
-    engram_mlx5_qp_addr_t *all = calloc(per_rank * (size_t)t->size, sizeof(*all));
+    engram_mlx5_qp_addr_t *all = calloc(per_rank * (size_t)t->shape.size, sizeof(*all));
     engram_status_t st = mine == NULL || all == NULL
                              ? ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5dv open: out of memory for %zu QP addresses",
-                                            per_rank * (size_t)t->size)
+                                            per_rank * (size_t)t->shape.size)
                              : open_local(t, device, mine);
     /* Every rank takes part in each exchange, so none waits on one that gave up. */
     st = engram_group_agree_step(group, st, "create its QPs");
@@ -193,13 +188,13 @@ static engram_status_t mlx5_open(engram_group_t *group, const engram_config_view
 
 static void mlx5_caps(const engram_transport_t *t, engram_transport_caps_t *caps)
 {
-    uint32_t window = t->nqueues > 0 && t->npeers > 0 ? t->queues[0].conns[0].window : 1;
+    uint32_t window = t->nqueues > 0 && t->shape.npeers > 0 ? t->queues[0].conns[0].window : 1;
     *caps = (engram_transport_caps_t){
         .flags = ENGRAM_CAP_HOST_INITIATED | ENGRAM_CAP_HYBRID | ENGRAM_CAP_CROSS_HOST,
         .read_kinds = ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_HOST),
         .write_kinds = ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_HOST),
         .max_queues = t->nqueues,
-        .max_outstanding = (int)window * t->npeers,
+        .max_outstanding = (int)window * t->shape.npeers,
     };
 }
 
@@ -211,8 +206,8 @@ static void mlx5_describe(const engram_transport_t *t, char *buf, size_t len)
     t->rings->describe(t->dev, dev, sizeof(dev));
     uint32_t window = t->queues[0].conns[0].window, every = t->queues[0].conns[0].signal_every;
     snprintf(buf, len, "mlx5dv on %s: %d queues x %d peers (%s), RC QPs of %d WQEs, %u reads outstanding per QP "
-             "(max_rd_atomic %u), every %u-th WQE signalled", dev, t->nqueues, t->npeers,
-             t->span == ENGRAM_REG_NODE_SPAN ? "nodes through rail ranks" : "ranks", MLX5_SQ_DEPTH, window,
+             "(max_rd_atomic %u), every %u-th WQE signalled", dev, t->nqueues, t->shape.npeers,
+             t->shape.span == ENGRAM_REG_NODE_SPAN ? "nodes through rail ranks" : "ranks", MLX5_SQ_DEPTH, window,
              t->rd_atom, every);
 }
 

@@ -63,7 +63,7 @@ static ucs_status_t serve_get(void *arg, const void *header, size_t header_lengt
     if (header_length != sizeof(req))
         return UCS_OK;
     memcpy(&req, header, sizeof(req));
-    if (req.rank < 0 || req.rank >= t->size || q->conns == NULL || q->conns[req.rank].ep == NULL ||
+    if (req.rank < 0 || req.rank >= t->shape.size || q->conns == NULL || q->conns[req.rank].ep == NULL ||
         engram_ucx_peer_is_dead(t, req.rank))
         return UCS_OK;
     struct ucx_am_get_hdr *rep = malloc(sizeof(*rep));
@@ -71,7 +71,7 @@ static ucs_status_t serve_get(void *arg, const void *header, size_t header_lengt
         return UCS_OK; /* the requester's flush ends by its timeout */
     const char *src = owned_bytes(t, req.addr, req.len);
     *rep = req;
-    rep->rank = t->rank;
+    rep->rank = t->shape.rank;
     rep->status = src != NULL ? 0 : 1;
     ucp_request_param_t sp = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
@@ -105,7 +105,7 @@ static ucs_status_t land_get(void *arg, const void *header, size_t header_length
     if (header_length != sizeof(rep))
         return UCS_OK;
     memcpy(&rep, header, sizeof(rep));
-    if (rep.token >= q->am_nslots || rep.rank < 0 || rep.rank >= q->t->size)
+    if (rep.token >= q->am_nslots || rep.rank < 0 || rep.rank >= q->t->shape.size)
         return UCS_OK;
     ucx_am_slot_t *s = &q->am_slots[rep.token];
     ucx_conn_t *conn = &q->conns[rep.rank];
@@ -161,7 +161,7 @@ engram_status_t engram_ucx_am_get(ucx_conn_t *conn, uint64_t remote_addr, char *
     ucx_am_slot_t *s = &q->am_slots[token];
     /* The header stays in the slot: UCP reads it until the send completes. */
     s->hdr = (struct ucx_am_get_hdr){.addr = remote_addr, .len = len, .seq = ++conn->am_issued, .token = token,
-                                     .rank = conn->queue->t->rank};
+                                     .rank = conn->queue->t->shape.rank};
     s->dst = dst;
     ucp_request_param_t sp = {0};
     ucs_status_ptr_t sent = ucp_am_send_nbx(conn->ep, AM_GET_REQUEST, &s->hdr, sizeof(s->hdr), NULL, 0, &sp);

@@ -13,7 +13,7 @@
 
 int engram_ucx_peer_rank(const engram_transport_t *t, engram_reg_span_t span, int peer)
 {
-    return span == ENGRAM_REG_NODE_SPAN ? peer * t->local_size + t->local_rank : peer;
+    return span == ENGRAM_REG_NODE_SPAN ? peer * t->shape.local_size + t->shape.local_rank : peer;
 }
 
 bool engram_ucx_peer_is_dead(const engram_transport_t *t, int rank)
@@ -76,8 +76,8 @@ static bool ucx_available(engram_group_t *group, const char **why)
  * peer's endpoint is flushed, as UCX requires. */
 static void queue_close_endpoints(engram_transport_t *t, ucx_queue_t *q)
 {
-    ucs_status_ptr_t *pending = calloc((size_t)t->size, sizeof(*pending));
-    for (int r = 0; r < t->size; r++) {
+    ucs_status_ptr_t *pending = calloc((size_t)t->shape.size, sizeof(*pending));
+    for (int r = 0; r < t->shape.size; r++) {
         if (q->conns[r].ep == NULL)
             continue;
         bool force = t->err_mode_peer || engram_ucx_peer_is_dead(t, r);
@@ -97,7 +97,7 @@ static void queue_close_endpoints(engram_transport_t *t, ucx_queue_t *q)
     if (pending == NULL)
         return;
     uint64_t deadline = (uint64_t)engram_now_ns() + t->timeout_ns;
-    for (int r = 0; r < t->size; r++) {
+    for (int r = 0; r < t->shape.size; r++) {
         if (pending[r] == NULL)
             continue;
         while (ucp_request_check_status(pending[r]) == UCS_INPROGRESS && (uint64_t)engram_now_ns() < deadline)
@@ -221,13 +221,13 @@ static engram_status_t queue_connect(engram_transport_t *t, ucx_queue_t *q)
     ucp_worker_release_address(q->worker, addr);
     if (st != ENGRAM_OK)
         return st;
-    q->conns = calloc((size_t)t->size, sizeof(*q->conns));
+    q->conns = calloc((size_t)t->shape.size, sizeof(*q->conns));
     if (q->conns == NULL) {
-        st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ucx: out of memory for %d endpoints", t->size);
+        st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ucx: out of memory for %d endpoints", t->shape.size);
         goto free_addrs;
     }
-    for (int i = 0; i < t->size; i++) {
-        int r = (t->rank + 1 + i) % t->size;
+    for (int i = 0; i < t->shape.size; i++) {
+        int r = (t->shape.rank + 1 + i) % t->shape.size;
         q->conns[r] = (ucx_conn_t){.queue = q, .t = t, .rank = r, .get_error = UCS_OK};
         st = conn_create(t, q, &q->conns[r], (const ucp_address_t *)(addrs + (size_t)r * stride),
                          q == &t->queues[0] && i == 0);
@@ -263,30 +263,25 @@ static engram_status_t ucx_open(engram_group_t *group, const engram_config_view_
     if (t == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ucx open: out of memory");
     t->group = group;
-    t->rank = engram_group_rank(group);
-    t->size = engram_group_size(group);
-    t->local_rank = engram_group_local_rank(group);
-    t->local_size = engram_group_local_size(group);
-    t->span = mode == ENGRAM_MODE_HYBRID ? ENGRAM_REG_NODE_SPAN : ENGRAM_REG_RANK;
-    t->npeers = t->span == ENGRAM_REG_NODE_SPAN ? t->size / t->local_size : t->size;
+    t->shape = engram_transport_shape_of(group, mode);
     t->window = (unsigned)window;
     t->timeout_ns = (uint64_t)timeout_ms * 1000000u;
     t->nqueues = num_qps > 0 ? (int)num_qps : UCX_DEFAULT_QUEUES;
 
-    t->peer_dead = calloc((size_t)t->size, sizeof(*t->peer_dead));
+    t->peer_dead = calloc((size_t)t->shape.size, sizeof(*t->peer_dead));
     t->queues = calloc((size_t)t->nqueues, sizeof(*t->queues));
     if (t->peer_dead == NULL || t->queues == NULL) {
         st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ucx open: out of memory for %d queues", t->nqueues);
         goto close_t;
     }
     /* Every rank must agree on the queue count: worker q talks to worker q. */
-    int *nq = malloc((size_t)t->size * sizeof(*nq));
+    int *nq = malloc((size_t)t->shape.size * sizeof(*nq));
     if (nq == NULL) {
         st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ucx open: out of memory");
         goto close_t;
     }
     st = engram_group_allgather(group, &t->nqueues, nq, sizeof(*nq));
-    for (int r = 0; st == ENGRAM_OK && r < t->size; r++) {
+    for (int r = 0; st == ENGRAM_OK && r < t->shape.size; r++) {
         if (nq[r] != t->nqueues)
             st = ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx open: rank %d uses %d queues, this rank %d; set num_qps "
                               "the same everywhere", r, nq[r], t->nqueues);
@@ -297,7 +292,7 @@ static engram_status_t ucx_open(engram_group_t *group, const engram_config_view_
     st = engram_ucx_liveness_init(t);
     if (st != ENGRAM_OK)
         goto close_t;
-    st = context_create(&t->ctx, (size_t)t->size * (size_t)t->nqueues);
+    st = context_create(&t->ctx, (size_t)t->shape.size * (size_t)t->nqueues);
     if (st != ENGRAM_OK)
         goto close_t;
     for (int q = 0; q < t->nqueues; q++) {
@@ -331,7 +326,7 @@ static engram_status_t ucx_open(engram_group_t *group, const engram_config_view_
      * (ucx_rate_bench, posix: 3.1-5.6 against 2.6-3.3 Mgets/s). */
     t->am_gets = t->target_progress && t->err_mode_peer;
     engram_ucx_describe(t, lanes, sizeof(lanes));
-    ENGRAM_INFO("ucx: rank %d of %d, %d queues: %s", t->rank, t->size, t->nqueues, lanes);
+    ENGRAM_INFO("ucx: rank %d of %d, %d queues: %s", t->shape.rank, t->shape.size, t->nqueues, lanes);
     *out = t;
     return ENGRAM_OK;
 close_t:

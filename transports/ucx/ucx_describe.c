@@ -46,7 +46,7 @@ bool engram_ucx_lanes(const engram_transport_t *t, char *buf, size_t len)
     bool hw_rma = false;
     char *text = NULL;
     size_t text_len = 0;
-    for (int r = 0; r < t->size; r++) {
+    for (int r = 0; r < t->shape.size; r++) {
         FILE *f = open_memstream(&text, &text_len);
         if (f == NULL)
             break;
@@ -72,6 +72,6 @@ void engram_ucx_describe(const engram_transport_t *t, char *buf, size_t len)
     unsigned major, minor, release;
     ucp_get_version(&major, &minor, &release);
     snprintf(buf, len, "UCX %u.%u.%u, %d queues x %d endpoints, lanes: %s%s", major, minor, release, t->nqueues,
-             t->size, lanes[0] ? lanes : "none",
+             t->shape.size, lanes[0] ? lanes : "none",
              t->target_progress ? "; gets as active messages (owners must progress)" : "");
 }

@@ -26,8 +26,9 @@ static engram_status_t check_queue(const engram_transport_t *t, int queue, int p
     if (queue < 0 || queue >= t->nqueues)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx %s: queue %d out of range (0..%d)", what, queue,
                             t->nqueues - 1);
-    if (peer < 0 || peer >= t->npeers)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx %s: peer %d out of range (0..%d)", what, peer, t->npeers - 1);
+    if (peer < 0 || peer >= t->shape.npeers)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx %s: peer %d out of range (0..%d)", what, peer,
+                            t->shape.npeers - 1);
     return ENGRAM_OK;
 }
 
@@ -53,7 +54,7 @@ void engram_ucx_ring_all(engram_transport_t *t)
 static unsigned live_inflight(engram_transport_t *t, ucx_queue_t *q)
 {
     unsigned dead = 0;
-    for (int r = 0; r < t->size; r++) {
+    for (int r = 0; r < t->shape.size; r++) {
         if (q->conns[r].inflight == 0 || !engram_ucx_check_peer(t, r))
             continue;
         if (t->am_gets)
@@ -154,7 +155,7 @@ static engram_status_t flush_locked(engram_transport_t *t, int queue, int peer, 
     engram_request_t *r = calloc(1, sizeof(*r));
     if (r == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ucx flush: out of memory for a request");
-    int rank = engram_ucx_peer_rank(t, t->span, peer);
+    int rank = engram_ucx_peer_rank(t, t->shape.span, peer);
     ucx_queue_t *q = &t->queues[queue];
     queue_ring(q);
     r->conn = &q->conns[rank];

@@ -90,9 +90,7 @@ struct engram_region {
 
 struct engram_transport {
     engram_group_t *group;
-    int rank, size, local_rank, local_size;
-    engram_reg_span_t span; /* how flush peers map to ranks, from the mode key */
-    int npeers;
+    engram_transport_shape_t shape;
     unsigned window;
     uint64_t timeout_ns;
     ucp_context_h ctx;

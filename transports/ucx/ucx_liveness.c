@@ -30,18 +30,18 @@ engram_status_t engram_ucx_liveness_init(engram_transport_t *t)
      * UCX's own failure reports and the timeouts still bound every wait. */
     bool known = engram_host_boot_id(mine.boot_id) == ENGRAM_OK && stat("/proc/self/ns/pid", &ns) == 0;
     mine.pid_ns = known ? (uint64_t)ns.st_ino : 0;
-    identity_t *all = calloc((size_t)t->size, sizeof(*all));
-    t->peer_watch = malloc((size_t)t->size * sizeof(*t->peer_watch));
+    identity_t *all = calloc((size_t)t->shape.size, sizeof(*all));
+    t->peer_watch = malloc((size_t)t->shape.size * sizeof(*t->peer_watch));
     if (all == NULL || t->peer_watch == NULL) {
         free(all);
-        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ucx: out of memory for %d peer identities", t->size);
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ucx: out of memory for %d peer identities", t->shape.size);
     }
-    for (int r = 0; r < t->size; r++)
+    for (int r = 0; r < t->shape.size; r++)
         t->peer_watch[r] = -1;
     engram_status_t st = engram_group_allgather(t->group, &mine, all, sizeof(mine));
     int unwatched = 0, why = 0;
-    for (int r = 0; st == ENGRAM_OK && r < t->size; r++) {
-        if (r == t->rank || !known || all[r].pid_ns != mine.pid_ns || strcmp(all[r].boot_id, mine.boot_id) != 0)
+    for (int r = 0; st == ENGRAM_OK && r < t->shape.size; r++) {
+        if (r == t->shape.rank || !known || all[r].pid_ns != mine.pid_ns || strcmp(all[r].boot_id, mine.boot_id) != 0)
             continue;
         t->peer_watch[r] = engram_pid_watch_open(all[r].pid);
         if (t->peer_watch[r] < 0) {
@@ -60,7 +60,7 @@ engram_status_t engram_ucx_liveness_init(engram_transport_t *t)
 
 void engram_ucx_liveness_close(engram_transport_t *t)
 {
-    for (int r = 0; t->peer_watch != NULL && r < t->size; r++)
+    for (int r = 0; t->peer_watch != NULL && r < t->shape.size; r++)
         engram_pid_watch_close(t->peer_watch[r]);
     free(t->peer_watch);
     t->peer_watch = NULL;
@@ -79,7 +79,7 @@ bool engram_ucx_check_peer(engram_transport_t *t, int rank)
 
 int engram_ucx_failed_peer(engram_transport_t *t)
 {
-    for (int r = 0; r < t->size; r++) {
+    for (int r = 0; r < t->shape.size; r++) {
         if (engram_ucx_check_peer(t, r))
             return r;
     }

@@ -118,7 +118,7 @@ static void direct_prepare(int rank, char *ptr, size_t bytes)
 static engram_status_t region_unpack(engram_transport_t *t, engram_region_t *r, int p, const void *blob)
 {
     int rank = engram_ucx_peer_rank(t, r->span, p);
-    if (rank == t->rank) {
+    if (rank == t->shape.rank) {
         r->direct[p] = r->local_base;
         return ENGRAM_OK;
     }
@@ -162,13 +162,13 @@ static engram_status_t region_exchange(engram_transport_t *t, engram_region_t *r
         ucp_rkey_buffer_release(packed);
     if (st != ENGRAM_OK)
         return st;
-    ucx_extent_t *extents = calloc((size_t)t->size, sizeof(*extents));
-    ucx_outcome_t *outcomes = calloc((size_t)t->size, sizeof(*outcomes));
+    ucx_extent_t *extents = calloc((size_t)t->shape.size, sizeof(*extents));
+    ucx_outcome_t *outcomes = calloc((size_t)t->shape.size, sizeof(*outcomes));
     r->remote_base = calloc((size_t)r->npeers, sizeof(*r->remote_base));
     r->rkeys = calloc((size_t)t->nqueues * (size_t)r->npeers, sizeof(*r->rkeys));
     r->direct = calloc((size_t)r->npeers, sizeof(*r->direct));
     if (extents == NULL || outcomes == NULL) {
-        st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ucx: out of memory for %d ranks' extents", t->size);
+        st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ucx: out of memory for %d ranks' extents", t->shape.size);
         goto free_blobs;
     }
     if (local == ENGRAM_OK && (r->remote_base == NULL || r->rkeys == NULL || r->direct == NULL))
@@ -177,16 +177,16 @@ static engram_status_t region_exchange(engram_transport_t *t, engram_region_t *r
     st = engram_group_allgather(t->group, &mine, extents, sizeof(mine));
     if (st != ENGRAM_OK)
         goto free_blobs;
-    for (int rank = 0; rank < t->size; rank++) {
+    for (int rank = 0; rank < t->shape.size; rank++) {
         if (extents[rank].status == ENGRAM_OK)
             continue;
-        st = rank == t->rank ? local
+        st = rank == t->shape.rank ? local
                              : ENGRAM_ERROR((engram_status_t)extents[rank].status,
                                             "ucx: rank %d could not map its symmetric region", rank);
         goto free_blobs;
     }
     /* Bounds checks use one size for every peer, so all must agree. */
-    for (int rank = 0; rank < t->size; rank++) {
+    for (int rank = 0; rank < t->shape.size; rank++) {
         if (extents[rank].size != mine.size) {
             st = ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx: rank %d's symmetric region has %llu bytes, this rank's "
                               "%llu; symmetric regions must be equal", rank,
@@ -204,10 +204,10 @@ static engram_status_t region_exchange(engram_transport_t *t, engram_region_t *r
     engram_status_t unpacked = outcome.status;
     st = engram_group_allgather(t->group, &outcome, outcomes, sizeof(outcome));
     *every_direct = true;
-    for (int rank = 0; st == ENGRAM_OK && rank < t->size; rank++) {
+    for (int rank = 0; st == ENGRAM_OK && rank < t->shape.size; rank++) {
         *every_direct &= outcomes[rank].every_direct != 0;
         if (outcomes[rank].status != ENGRAM_OK)
-            st = rank == t->rank ? unpacked
+            st = rank == t->shape.rank ? unpacked
                                  : ENGRAM_ERROR((engram_status_t)outcomes[rank].status,
                                                 "ucx: rank %d could not unpack its peers' keys", rank);
     }
@@ -227,11 +227,11 @@ engram_status_t engram_ucx_reg_symmetric(engram_transport_t *t, engram_segment_t
     if (seg->kind != ENGRAM_MEM_HOST)
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "ucx reg_symmetric: memory kind %d is not host memory",
                             seg->kind);
-    if (span != t->span)
+    if (span != t->shape.span)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx reg_symmetric: span %s does not match the transport's mode "
                             "(%s); flush peers follow the mode",
                             span == ENGRAM_REG_NODE_SPAN ? "node" : "rank",
-                            t->span == ENGRAM_REG_NODE_SPAN ? "hybrid" : "direct");
+                            t->shape.span == ENGRAM_REG_NODE_SPAN ? "hybrid" : "direct");
     engram_segment_span_t node_span = {0};
     void *addr = seg->addr;
     size_t bytes = seg->size;
@@ -254,7 +254,7 @@ engram_status_t engram_ucx_reg_symmetric(engram_transport_t *t, engram_segment_t
     r->symmetric = true;
     r->span = span;
     r->node_span = node_span;
-    r->npeers = t->npeers;
+    r->npeers = t->shape.npeers;
     r->remote_size = bytes; /* checked equal on every rank by the exchange */
     bool every_direct;
     st = region_exchange(t, r, region_map(t, r, addr, bytes, true), &every_direct);
@@ -290,7 +290,7 @@ engram_status_t engram_ucx_alloc_symmetric(engram_transport_t *t, const engram_s
         region_flags == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ucx alloc_symmetric: transport, params (of this header's size), "
                             "out, addr and region_flags must be given");
-    if (span != ENGRAM_REG_RANK || t->span != ENGRAM_REG_RANK)
+    if (span != ENGRAM_REG_RANK || t->shape.span != ENGRAM_REG_RANK)
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "ucx alloc_symmetric: direct mode only (a node span is the "
                             "node's host segments, mapped by fd: reg_symmetric)");
     if (params->huge == ENGRAM_HUGE_ON)
@@ -310,7 +310,7 @@ engram_status_t engram_ucx_alloc_symmetric(engram_transport_t *t, const engram_s
     }
     r->symmetric = true;
     r->span = span;
-    r->npeers = t->npeers;
+    r->npeers = t->shape.npeers;
     r->remote_size = bytes;
     bool every_direct;
     st = region_exchange(t, r, local, &every_direct);
