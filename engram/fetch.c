@@ -184,6 +184,15 @@ engram_status_t engram_fetch_flush(engram_fetch_slot_t *f)
     return first;
 }
 
+engram_status_t engram_fetch_check_indices(const char *fn, const int64_t *indices, uint32_t num_tokens)
+{
+    if (indices == NULL && num_tokens > 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: indices is NULL", fn);
+    if (((uintptr_t)indices & (sizeof(*indices) - 1)) != 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: indices %p is not 8-byte aligned", fn, (const void *)indices);
+    return ENGRAM_OK;
+}
+
 static engram_status_t check_fetch(const engram_table_t *t, const int64_t *indices, uint32_t num_tokens,
                                    unsigned flags)
 {
@@ -195,8 +204,9 @@ static engram_status_t check_fetch(const engram_table_t *t, const int64_t *indic
     if (num_tokens > t->params.max_tokens)
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "engram_fetch: %u tokens exceed the receive buffer's max_tokens %u",
                             num_tokens, t->params.max_tokens);
-    if (indices == NULL && num_tokens > 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch: indices is NULL");
+    engram_status_t st = engram_fetch_check_indices("engram_fetch", indices, num_tokens);
+    if (st != ENGRAM_OK)
+        return st;
     if (flags & ~ENGRAM_FETCH_SCALES_COL_MAJOR)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch: unknown flags 0x%x", flags);
     return ENGRAM_OK;

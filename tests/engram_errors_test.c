@@ -72,6 +72,8 @@ static void check_fetch_arguments(harness_t *h)
     CHECK_STATUS(engram_fetch(h->table, idx, MAX_TOKENS + 1, 0, &f), ENGRAM_ERR_OVERFLOW);
     CHECK(strstr(engram_last_error(), "exceed the receive buffer") != NULL);
     CHECK_STATUS(engram_fetch(h->table, NULL, 1, 0, &f), ENGRAM_ERR_INVALID);
+    CHECK_STATUS(engram_fetch(h->table, (const int64_t *)((const char *)idx + 4), 1, 0, &f), ENGRAM_ERR_INVALID);
+    CHECK(strstr(engram_last_error(), "not 8-byte aligned") != NULL);
     CHECK_STATUS(engram_fetch(h->table, idx, 1, 0x80, &f), ENGRAM_ERR_INVALID);
     CHECK_STATUS(engram_fetch(NULL, idx, 1, 0, &f), ENGRAM_ERR_INVALID);
     CHECK(f == NULL);

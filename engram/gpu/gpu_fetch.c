@@ -35,13 +35,9 @@ static engram_status_t check_args(const engram_table_t *t, const int64_t *indice
     if (num_tokens > t->params.max_tokens)
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "engram_fetch_on_stream: %u tokens exceed max_tokens %u",
                             num_tokens, t->params.max_tokens);
-    if (indices == NULL && num_tokens > 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch_on_stream: indices is NULL");
-    /* the kernel's 8-byte loads of a misaligned pointer would fault it,
-     * and with it every later CUDA call of the process */
-    if (((uintptr_t)indices & (sizeof(*indices) - 1)) != 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch_on_stream: indices %p is not 8-byte aligned",
-                            (const void *)indices);
+    engram_status_t st = engram_fetch_check_indices("engram_fetch_on_stream", indices, num_tokens);
+    if (st != ENGRAM_OK)
+        return st;
     if (flags & ~ENGRAM_FETCH_SCALES_COL_MAJOR)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch_on_stream: unknown flags 0x%x", flags);
     return ENGRAM_OK;

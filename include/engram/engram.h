@@ -115,8 +115,9 @@ ENGRAM_API engram_status_t engram_write(engram_table_t *table, const void *rows,
 #define ENGRAM_FETCH_SCALES_COL_MAJOR (1u << 0) /* scales TMA-aligned column-major */
 
 /* Issues the gets for indices[num_tokens][entries_per_token] (global row
- * indices) and returns at once; up to fetch_slots fetches per table may be
- * in flight (ENGRAM_ERR_BUSY beyond). num_tokens may be 0. */
+ * indices, 8-byte aligned: ENGRAM_ERR_INVALID otherwise) and returns at
+ * once; up to fetch_slots fetches per table may be in flight
+ * (ENGRAM_ERR_BUSY beyond). num_tokens may be 0. */
 ENGRAM_API engram_status_t engram_fetch(engram_table_t *table, const int64_t *indices, uint32_t num_tokens,
                                         unsigned flags, engram_fetch_t **out);
 /* The same for a table with recv = ENGRAM_RECV_CUDA: indices are in GPU
@@ -127,8 +128,8 @@ ENGRAM_API engram_status_t engram_fetch(engram_table_t *table, const int64_t *in
  * return GPU pointers (rows, scales) and the bad-index report as for
  * engram_fetch. The kernel occupies gpu_sms SMs (config; 0 = all; auto,
  * the default: the fewest reaching 0.9 of the all-SM rate, timed when the
- * table is created). indices must be 8-byte aligned (ENGRAM_ERR_INVALID
- * otherwise) and mapped when this is called: outside graph capture the
+ * table is created). indices must be aligned as for engram_fetch, and
+ * mapped when this is called: outside graph capture the
  * kernel reads them once before the work ahead of it on `stream` is done
  * (its first rows' reads start early) and again after, and uses the later.
  * On more than one node, rows owned by other nodes come through the

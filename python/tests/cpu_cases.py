@@ -203,6 +203,10 @@ def case_bad_arguments(ctx):
         expect(engram.InvalidArgumentError, buf.engram_fetch, torch.zeros(T + 1, K, dtype=torch.int64),
                match="num_max_tokens")
         expect(engram.InvalidArgumentError, buf.engram_fetch, ctx.indices.t(), match="contiguous")
+        for dtype, size in ((torch.int64, 8), (torch.int32, 4)):  # a buffer's view off its elements' alignment
+            raw = bytearray((T * K + 1) * size)
+            odd = torch.frombuffer(raw, dtype=dtype, offset=size // 2, count=T * K).view(T, K)
+            expect(engram.InvalidArgumentError, buf.engram_fetch, odd, match="aligned")
         expect(engram.InvalidArgumentError, buf.engram_fetch, [[1] * K], match="DLPack")
         expect(engram.InvalidArgumentError, buf.engram_fetch, ctx.indices, -1, match="num_qps")
         rows, _ = buf.engram_fetch(ctx.indices, num_qps=1)()  # one queue is fine

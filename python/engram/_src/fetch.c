@@ -56,6 +56,11 @@ static int check_indices(const eg_table_t *t, const indices_t *x)
                       x->bits);
     if (!x->contiguous)
         return refuse("engram_fetch: indices must be contiguous (row-major); call .contiguous() first");
+    /* int32 indices are widened here, int64 ones read by the library: both
+     * as whole elements (the library refuses misaligned int64 too) */
+    if ((uintptr_t)x->data % (unsigned)(x->bits / 8) != 0)
+        return refuse("engram_fetch: indices must be aligned to their %d-byte elements (data at %p); copy them",
+                      x->bits / 8, x->data);
     if (cuda && x->device_type != kDLCUDA && x->device_type != kDLCUDAManaged)
         return refuse("engram_fetch: a recv='cuda' buffer takes indices in GPU memory (got DLPack device type %d)",
                       x->device_type);
