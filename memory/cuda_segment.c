@@ -184,6 +184,41 @@ static engram_status_t map_at(CUmemGenericAllocationHandle h, CUdeviceptr addr, 
     return st;
 }
 
+/* The last step of alloc and import: maps cs->handle (seg.size bytes, read
+ * only when seg.read_only) at fixed_addr, or at a range reserved here when
+ * it is NULL, and publishes seg (its addr and priv filled in here) as
+ * cs->seg in *out. On failure the range, the handle and cs are released;
+ * `what` names the caller in errors. */
+static engram_status_t map_segment(cuda_segment_t *cs, engram_segment_t seg, size_t gran,
+                                   const CUmemAllocationProp *prop, void *fixed_addr, const char *what,
+                                   engram_segment_t **out)
+{
+    CUdeviceptr addr = (CUdeviceptr)(uintptr_t)fixed_addr;
+    engram_status_t st = ENGRAM_OK;
+    if (fixed_addr == NULL) {
+        CUresult r = engram_cu.cuMemAddressReserve(&addr, seg.size, gran, 0, 0);
+        if (r != CUDA_SUCCESS)
+            st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "%s: reserving %zu bytes: %s", what, seg.size, engram_cu_str(r));
+    }
+    if (st == ENGRAM_OK) {
+        st = map_at(cs->handle, addr, seg.size, prop, seg.read_only);
+        if (st != ENGRAM_OK && fixed_addr == NULL)
+            engram_cu.cuMemAddressFree(addr, seg.size);
+    }
+    if (st != ENGRAM_OK) {
+        engram_cu.cuMemRelease(cs->handle);
+        free(cs);
+        return st;
+    }
+    cs->fd = -1;
+    cs->own_range = fixed_addr == NULL;
+    seg.addr = (void *)(uintptr_t)addr;
+    seg.priv = cs;
+    cs->seg = seg;
+    *out = &cs->seg;
+    return ENGRAM_OK;
+}
+
 static engram_status_t check_support(engram_mem_kind_t kind, CUdevice dev, int ordinal)
 {
     if (!dev_attr(dev, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED))
@@ -244,32 +279,13 @@ static engram_status_t cuda_alloc(engram_mem_kind_t kind, const engram_segment_p
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cuda segment alloc: out of memory for the descriptor");
     CUresult r = engram_cu.cuMemCreate(&cs->handle, size, &prop, 0);
     if (r != CUDA_SUCCESS) {
-        st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cuda segment alloc: cuMemCreate of %zu bytes (%s %d): %s", size,
-                          kind == ENGRAM_MEM_CUDA_DEVICE ? "device" : "host NUMA node", prop.location.id, engram_cu_str(r));
-        goto free_cs;
+        free(cs);
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cuda segment alloc: cuMemCreate of %zu bytes (%s %d): %s", size,
+                            kind == ENGRAM_MEM_CUDA_DEVICE ? "device" : "host NUMA node", prop.location.id,
+                            engram_cu_str(r));
     }
-    CUdeviceptr addr = 0;
-    r = engram_cu.cuMemAddressReserve(&addr, size, gran, 0, 0);
-    if (r != CUDA_SUCCESS) {
-        st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cuda segment alloc: reserving %zu bytes: %s", size, engram_cu_str(r));
-        goto release_handle;
-    }
-    st = map_at(cs->handle, addr, size, &prop, false);
-    if (st != ENGRAM_OK)
-        goto free_range;
-    cs->fd = -1;
-    cs->own_range = true;
-    cs->seg = (engram_segment_t){.ops = ops_of(kind), .kind = kind, .addr = (void *)(uintptr_t)addr, .size = size,
-                                 .numa_node = node, .device = ord, .priv = cs};
-    *out = &cs->seg;
-    return ENGRAM_OK;
-free_range:
-    engram_cu.cuMemAddressFree(addr, size);
-release_handle:
-    engram_cu.cuMemRelease(cs->handle);
-free_cs:
-    free(cs);
-    return st;
+    const engram_segment_t seg = {.ops = ops_of(kind), .kind = kind, .size = size, .numa_node = node, .device = ord};
+    return map_segment(cs, seg, gran, &prop, NULL, "cuda segment alloc", out);
 }
 
 static engram_status_t device_alloc(const engram_segment_params_t *params, engram_segment_t **out)
@@ -326,30 +342,13 @@ static engram_status_t cuda_import_fd(int fd, size_t bytes, bool read_only, void
                           fixed_addr, gran);
     if (st != ENGRAM_OK)
         goto release_handle;
-    CUdeviceptr addr = (CUdeviceptr)(uintptr_t)fixed_addr;
-    if (fixed_addr == NULL) {
-        r = engram_cu.cuMemAddressReserve(&addr, size, gran, 0, 0);
-        if (r != CUDA_SUCCESS) {
-            st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cuda segment import: reserving %zu bytes: %s", size, engram_cu_str(r));
-            goto release_handle;
-        }
-    }
-    st = map_at(cs->handle, addr, size, &prop, read_only);
-    if (st != ENGRAM_OK)
-        goto free_range;
     engram_mem_kind_t kind =
         prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? ENGRAM_MEM_CUDA_DEVICE : ENGRAM_MEM_CUDA_HOST_NUMA;
-    cs->fd = -1;
-    cs->own_range = fixed_addr == NULL;
-    cs->seg = (engram_segment_t){.ops = ops_of(kind), .kind = kind, .addr = (void *)(uintptr_t)addr, .size = size,
-                                 .numa_node = kind == ENGRAM_MEM_CUDA_HOST_NUMA ? prop.location.id : -1,
-                                 .device = kind == ENGRAM_MEM_CUDA_DEVICE ? prop.location.id : -1,
-                                 .imported = true, .read_only = read_only, .priv = cs};
-    *out = &cs->seg;
-    return ENGRAM_OK;
-free_range:
-    if (fixed_addr == NULL)
-        engram_cu.cuMemAddressFree(addr, size);
+    const engram_segment_t seg = {.ops = ops_of(kind), .kind = kind, .size = size,
+                                  .numa_node = kind == ENGRAM_MEM_CUDA_HOST_NUMA ? prop.location.id : -1,
+                                  .device = kind == ENGRAM_MEM_CUDA_DEVICE ? prop.location.id : -1,
+                                  .imported = true, .read_only = read_only};
+    return map_segment(cs, seg, gran, &prop, fixed_addr, "cuda segment import", out);
 release_handle:
     engram_cu.cuMemRelease(cs->handle);
 free_cs:

@@ -20,6 +20,9 @@ namespace {
 
 constexpr int kThreads = 1024;
 constexpr int kUnroll = 4;
+// A fetch of at most this many row bytes releases the next fetch's launch
+// at each thread's last step, a longer one at its start (gather_rows).
+constexpr uint64_t kReleaseLateBytes = 8u << 20;
 
 template <typename V>
 __device__ __forceinline__ V load_row_vec(const V *p)
@@ -122,9 +125,17 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
     }
     // Launched with programmatic stream serialization: wait until the work
     // before us on the stream is complete and visible (stream order holds),
-    // then let the next fetch's launch start while this one drains.
+    // then let the next fetch's launch start while this one drains. A
+    // short fetch releases it only at each thread's last step: at 512 x 24
+    // rows of 256 B beside 8192^3 GEMMs on 8 SMs the fetch reached
+    // 0.848-0.857 of H2D so, 0.826-0.845 released at the start (the next
+    // fetch's blocks then wait for SMs through most of this one). A long
+    // fetch keeps the early release: released late at 8192 x 24, the GEMM
+    // slowed 1.15-1.16x against 1.08-1.14x (docs/BENCHMARKS.md).
     asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;");
+    const bool release_late = (uint64_t)a.num_rows * a.row_bytes <= kReleaseLateBytes;
+    if (!release_late)
+        asm volatile("griddepcontrol.launch_dependents;");
     if (threadIdx.x == 0) {
         bad_count = 0;
         bad_first = ~0ull;
@@ -164,6 +175,8 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
             if (keep & (1u << u))
                 out[base + u * nthreads] = v[u];
         base += step;
+        if (release_late && base + step >= total)
+            asm volatile("griddepcontrol.launch_dependents;");
         if (base < total)
             keep = load_step(a, base, nthreads, vpr, vpr_log2, idx, skip, ~0u, v, &bad);
     }
