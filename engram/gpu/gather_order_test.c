@@ -6,7 +6,10 @@
  * the stale ones and, elsewhere, among the fresh). Two shapes: 256-byte
  * rows on gpu_sms=auto, and 30-byte rows with scales (byte-wide loads,
  * row-major and column-major) on one SM, where each thread speculates
- * across rows and steps and the bad indices lie only in the later steps.
+ * across rows and steps and the bad indices lie only in the later steps;
+ * and 12 MiB fetches of 256-byte rows on 8 SMs with dedup on, launched in
+ * three pieces (gather.cu), the bad indices only in the later two, so the
+ * tally adds across pieces and its first row comes from the second.
  * 1 rank, 1 GPU; tables in host-NUMA and device memory. Needs a GPU
  * (tagged gpu). */
 #include <cuda_runtime_api.h>
@@ -26,12 +29,14 @@ typedef struct shape {
     const char *gpu_sms;
     uint32_t tokens, row_bytes, packs;
     bool bad_late_only; /* bad indices only in the last half of the rows */
+    const char *dedup;
 } shape_t;
 
 static void check_order(const char *gpu_table, const shape_t *sh)
 {
     setenv("ENGRAM_GPU_TABLE", gpu_table, 1);
     setenv("ENGRAM_GPU_SMS", sh->gpu_sms, 1);
+    setenv("ENGRAM_DEDUP", sh->dedup, 1);
     engram_group_t *g;
     CHECK_OK(engram_group_solo_create(&g));
     engram_table_params_t p = {.size = sizeof(p), .entries_per_rank = 4096, .row_bytes = sh->row_bytes,
@@ -102,9 +107,11 @@ static void check_order(const char *gpu_table, const shape_t *sh)
 int main(void)
 {
     static const shape_t shapes[] = {
-        {"auto", 64, 256, 0, false},
+        {"auto", 64, 256, 0, false, "off"},
         /* 1 SM, byte-wide loads: 30 vectors a row, 45 steps per thread */
-        {"1", 1536, 30, 2, true},
+        {"1", 1536, 30, 2, true, "off"},
+        /* 49152 rows of 256 B: pieces of 16384 rows */
+        {"8", 12288, 256, 2, true, "on"},
     };
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
         check_order("host_numa", &shapes[i]);
