@@ -2,17 +2,16 @@
 // header) and copy it straight out of the mapped shards of this node; rows
 // owned by other nodes are left for the host transport's staged copy, which
 // scatter_rows places afterwards on the same stream. Each thread keeps
-// kUnroll independent vector loads in flight before its first store, so a
-// few SMs hide the latency of reads across PCIe or NVLink. A fetch is one
-// launch per 4 MiB of rows, each with programmatic dependent launch, so
-// back-to-back launches overlap one launch with the previous kernel's
-// tail; a kernel waits for its predecessor before it stores or counts
-// anything, so stream order is kept (gather_order_test). The next launch
-// is released at each thread's last step: its blocks are placed as this
-// one's finish, so a chain of launches keeps its SMs beside a GEMM, and
-// hands them to the GEMM's waiting blocks between fetches. Anything
-// queued between two kernels (an event record) breaks that chain, which
-// is why the kernel itself can signal completion (args.seq).
+// UNROLL independent vector loads in flight before its first store, so a few
+// SMs hide the latency of reads across PCIe or NVLink. The kernel is
+// launched with programmatic dependent launch so back-to-back fetches
+// overlap one launch with the previous kernel's tail; it waits for its
+// predecessor before touching memory, so stream order is kept
+// (gather_order_test). The dependent kernel's blocks are placed while its
+// predecessor runs, so a chain of fetches keeps its SMs beside a GEMM that
+// would otherwise take each SM a fetch block frees; anything queued between
+// the two kernels (an event record) breaks that chain, which is why the
+// kernel itself can signal completion (args.seq).
 #include <cuda_runtime.h>
 
 #include "engram/gpu/gather.h"
@@ -21,16 +20,9 @@ namespace {
 
 constexpr int kThreads = 1024;
 constexpr int kUnroll = 4;
-// A fetch is launched in pieces of at most this many row bytes (at least
-// one row): see engram_gpu_gather_launch.
-constexpr uint64_t kPieceBytes = 4u << 20;
-
-// The rows [begin, end) of the fetch one launch gathers; every piece after
-// the first adds its blocks' bad-index tallies to the reports.
-struct piece_t {
-    uint32_t begin, end;
-    bool accumulate;
-};
+// A fetch of at most this many row bytes releases the next fetch's launch
+// at each thread's last step, a longer one at its start (gather_rows).
+constexpr uint64_t kReleaseLateBytes = 8u << 20;
 
 template <typename V>
 __device__ __forceinline__ V load_row_vec(const V *p)
@@ -108,15 +100,13 @@ __device__ __forceinline__ unsigned load_step(const engram_gpu_gather_args_t &a,
 }
 
 template <typename V>
-__global__ void __launch_bounds__(kThreads, 1)
-    gather_rows(const engram_gpu_gather_args_t a, int vpr_log2, const piece_t piece)
+__global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gather_args_t a, int vpr_log2)
 {
     __shared__ unsigned long long bad_count, bad_first;
     const uint32_t vpr = a.row_bytes / sizeof(V);
-    const uint64_t total = (uint64_t)piece.end * vpr;
+    const uint64_t total = (uint64_t)a.num_rows * vpr;
     const uint64_t nthreads = (uint64_t)gridDim.x * blockDim.x;
     const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const uint64_t start = (uint64_t)piece.begin * vpr + tid; // this thread's first vector
     V *out = reinterpret_cast<V *>(a.rows);
     const uint64_t step = nthreads * kUnroll;
     int64_t idx[kUnroll] = {};
@@ -130,15 +120,22 @@ __global__ void __launch_bounds__(kThreads, 1)
         // vectors whose index (or dedup first) changed. The row reads of a
         // fetch queued behind another then fly while that one drains,
         // instead of after it (the gap between back-to-back fetches).
-        skip = read_indices(a, start, nthreads, total, vpr, vpr_log2, idx);
-        keep = load_step(a, start, nthreads, vpr, vpr_log2, idx, skip, ~0u, v, &bad);
+        skip = read_indices(a, tid, nthreads, total, vpr, vpr_log2, idx);
+        keep = load_step(a, tid, nthreads, vpr, vpr_log2, idx, skip, ~0u, v, &bad);
     }
     // Launched with programmatic stream serialization: wait until the work
     // before us on the stream is complete and visible (stream order holds),
-    // then let the next launch start (at each thread's last step, below:
-    // released at the start, the next piece's blocks would wait for SMs
-    // beside a GEMM through most of this one; docs/BENCHMARKS.md).
+    // then let the next fetch's launch start while this one drains. A
+    // short fetch releases it only at each thread's last step: at 512 x 24
+    // rows of 256 B beside 8192^3 GEMMs on 8 SMs the fetch reached
+    // 0.848-0.857 of H2D so, 0.826-0.845 released at the start (the next
+    // fetch's blocks then wait for SMs through most of this one). A long
+    // fetch keeps the early release: released late at 8192 x 24, the GEMM
+    // slowed 1.15-1.16x against 1.08-1.14x (docs/BENCHMARKS.md).
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    const bool release_late = (uint64_t)a.num_rows * a.row_bytes <= kReleaseLateBytes;
+    if (!release_late)
+        asm volatile("griddepcontrol.launch_dependents;");
     if (threadIdx.x == 0) {
         bad_count = 0;
         bad_first = ~0ull;
@@ -146,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();
     {
         int64_t now[kUnroll];
-        const unsigned skip_now = read_indices(a, start, nthreads, total, vpr, vpr_log2, now);
+        const unsigned skip_now = read_indices(a, tid, nthreads, total, vpr, vpr_log2, now);
         unsigned redo = a.speculate ? skip ^ skip_now : ~0u;
 #pragma unroll
         for (int u = 0; u < kUnroll; u++) {
@@ -156,13 +153,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         if (redo != 0) {
             unsigned redo_bad;
-            const unsigned redo_keep = load_step(a, start, nthreads, vpr, vpr_log2, idx, skip_now, redo, v, &redo_bad);
+            const unsigned redo_keep = load_step(a, tid, nthreads, vpr, vpr_log2, idx, skip_now, redo, v, &redo_bad);
             keep = (keep & ~redo) | (redo_keep & redo);
             bad = (bad & ~redo) | (redo_bad & redo);
         }
         skip = skip_now;
     }
-    for (uint64_t base = start; base < total;) {
+    for (uint64_t base = tid; base < total;) {
 #pragma unroll
         for (int u = 0; u < kUnroll; u++)
             if (bad & (1u << u)) {
@@ -178,15 +175,15 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (keep & (1u << u))
                 out[base + u * nthreads] = v[u];
         base += step;
-        if (base + step >= total)
+        if (release_late && base + step >= total)
             asm volatile("griddepcontrol.launch_dependents;");
         if (base < total)
             keep = load_step(a, base, nthreads, vpr, vpr_log2, idx, skip, ~0u, v, &bad);
     }
     // Scales come from the replicated table in this GPU's memory.
-    const uint64_t nscales = (uint64_t)piece.end * a.packs;
+    const uint64_t nscales = (uint64_t)a.num_rows * a.packs;
     const uint64_t col_stride = engram_scales_col_stride(a.num_tokens);
-    for (uint64_t i = (uint64_t)piece.begin * a.packs + tid; i < nscales; i += nthreads) {
+    for (uint64_t i = tid; i < nscales; i += nthreads) {
         const uint32_t row = (uint32_t)(i / a.packs), k = (uint32_t)(i - (uint64_t)row * a.packs);
         const int64_t idx = a.indices[row];
         engram_route_t r;
@@ -204,13 +201,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();
     if (threadIdx.x == 0) {
         engram_gpu_bad_t *report = &a.bad[blockIdx.x];
-        if (piece.accumulate) {
-            report->count += bad_count;
-            report->first_row = report->first_row < bad_first ? report->first_row : bad_first;
-        } else {
-            report->count = bad_count;
-            report->first_row = bad_first;
-        }
+        report->count = bad_count;
+        report->first_row = bad_first;
         if (a.seq != 0) {
             __threadfence_system(); // the block's writes, then the tally, before the host sees seq
             *reinterpret_cast<volatile uint64_t *>(&report->seq) = a.seq;
@@ -336,22 +328,7 @@ extern "C" int engram_gpu_gather_launch(const engram_gpu_gather_args_t *a, int b
         cfg.stream = s;
         cfg.attrs = attrs;
         cfg.numAttrs = blocks % 2 == 0 ? 2 : 1;
-        // A long fetch goes in pieces of kPieceBytes, each releasing the
-        // next at its end: the SMs a piece frees let a GEMM's waiting
-        // blocks in every ~80 us (at PCIe rate) instead of once per fetch
-        // (1 ms at 8192 x 24); only the last piece signals completion.
-        const uint32_t piece_rows = a->row_bytes >= kPieceBytes ? 1u : (uint32_t)(kPieceBytes / a->row_bytes);
-        engram_gpu_gather_args_t pa = *a;
-        piece_t piece = {0, 0, false};
-        cudaError_t ce;
-        do {
-            piece.end = a->num_rows - piece.begin > piece_rows ? piece.begin + piece_rows : a->num_rows;
-            pa.seq = piece.end == a->num_rows ? a->seq : 0;
-            ce = cudaLaunchKernelEx(&cfg, gather_rows<V>, pa, engram_route_log2(vpr), piece);
-            piece.begin = piece.end;
-            piece.accumulate = true;
-        } while (ce == cudaSuccess && piece.begin < a->num_rows);
-        return ce;
+        return cudaLaunchKernelEx(&cfg, gather_rows<V>, *a, engram_route_log2(vpr));
     });
 }
 

@@ -61,8 +61,8 @@ typedef struct engram_gpu_gather_args {
  * cudaError_t. */
 int engram_gpu_kernels_load(void);
 
-/* Launches `blocks` blocks (one per SM) on `stream` (a cudaStream_t), one
- * launch per 4 MiB of rows (gather.cu); returns the first launch error. */
+/* Launches `blocks` blocks (one per SM) on `stream` (a cudaStream_t);
+ * returns the launch's cudaError_t. */
 int engram_gpu_gather_launch(const engram_gpu_gather_args_t *a, int blocks, void *stream);
 
 /* Rows staged back to back in host memory (mapped for the GPU) are placed

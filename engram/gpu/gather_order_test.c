@@ -7,9 +7,9 @@
  * rows on gpu_sms=auto, and 30-byte rows with scales (byte-wide loads,
  * row-major and column-major) on one SM, where each thread speculates
  * across rows and steps and the bad indices lie only in the later steps;
- * and 12 MiB fetches of 256-byte rows on 8 SMs with dedup on, launched in
- * three pieces (gather.cu), the bad indices only in the later two, so the
- * tally adds across pieces and its first row comes from the second.
+ * and 12 MiB fetches of 256-byte rows on 8 SMs with dedup on (a fetch
+ * that releases the next launch at its start, gather.cu), the bad indices
+ * only in the later half.
  * 1 rank, 1 GPU; tables in host-NUMA and device memory. Needs a GPU
  * (tagged gpu). */
 #include <cuda_runtime_api.h>
@@ -110,7 +110,7 @@ int main(void)
         {"auto", 64, 256, 0, false, "off"},
         /* 1 SM, byte-wide loads: 30 vectors a row, 45 steps per thread */
         {"1", 1536, 30, 2, true, "off"},
-        /* 49152 rows of 256 B: pieces of 16384 rows */
+        /* 49152 rows of 256 B: 12 MiB, over gather.cu's 8 MiB */
         {"8", 12288, 256, 2, true, "on"},
     };
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
