@@ -64,8 +64,8 @@ static engram_status_t check_hosts(engram_context_t *ctx)
     return ENGRAM_OK;
 }
 
-/* A queue holds at most caps.max_outstanding gets in flight, and its get
- * blocks while it is full: a batch held back (AGGREGATE) past that would
+/* A queue holds at most caps.max_outstanding gets in flight to a peer, and
+ * its get blocks while it is full: a batch held back (AGGREGATE) past that would
  * make the transport ring on its own or wait on gets it never sent, so the
  * doorbell rings at least that often. 0 states no bound. */
 static uint32_t doorbell_depth(const engram_context_t *ctx)

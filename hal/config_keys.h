@@ -25,7 +25,8 @@
  * no measurement or source for it is recorded. What it bounds: the gets
  * per (queue, peer) a transport may hold back (AGGREGATE) before one rings
  * the doorbell. Why any value in range is safe: the engram layer caps it
- * by the queue's caps.max_outstanding (engram/context.c), and a fetch's
+ * by the transport's caps.max_outstanding, its bound per (queue, peer)
+ * (engram/context.c), and a fetch's
  * flushes ring whatever is still held; the value only trades doorbells
  * (MMIO writes, progress calls) against how soon the first gets of a large
  * batch leave. */

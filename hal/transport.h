@@ -87,10 +87,12 @@ typedef struct engram_transport_caps {
     uint32_t read_kinds;      /* ENGRAM_MEM_KIND_BIT of kinds gets can read */
     uint32_t write_kinds;     /* ENGRAM_MEM_KIND_BIT of kinds gets can write */
     int max_queues;           /* queues it offers */
-    /* Gets one queue holds in flight; a get on a full queue rings what it
-     * holds and blocks driving progress until there is room. The engram
-     * layer rings the doorbell at least every max_outstanding gets per
-     * (queue, peer) (it caps flush_depth by it). 0: not stated, no cap. */
+    /* Gets one queue holds in flight to one peer (a transport whose
+     * bound is per queue, whatever the peers, states that bound); a get
+     * on a full queue rings what it holds and blocks driving progress
+     * until there is room. The engram layer rings the doorbell at least
+     * every max_outstanding gets per (queue, peer) (it caps flush_depth
+     * by it). 0: not stated, no cap. */
     int max_outstanding;
 } engram_transport_caps_t;
 

@@ -194,6 +194,9 @@ static void check_backpressure(fixture_t *f, uint32_t window)
         check_row(f, (uint64_t)(i % (DST_BYTES / ROW)) * ROW, peer, (uint64_t)(i % (SEG_BYTES / ROW)) * ROW, ROW);
     engram_mlx5_model_stats(&s);
     CHECK(s.max_pending <= window);
+    engram_transport_caps_t caps;
+    ops->caps(f->t, &caps);
+    CHECK(caps.max_outstanding == (int)window); /* per (queue, peer): one QP's window */
 }
 
 static int rank_backpressure(engram_group_t *g, void *arg)

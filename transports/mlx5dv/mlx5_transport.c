@@ -186,15 +186,20 @@ static engram_status_t mlx5_open(engram_group_t *group, const engram_config_view
     return ENGRAM_OK;
 }
 
+/* max_outstanding is per (queue, peer), one QP: the smallest QP window. */
 static void mlx5_caps(const engram_transport_t *t, engram_transport_caps_t *caps)
 {
-    uint32_t window = t->nqueues > 0 && t->shape.npeers > 0 ? t->queues[0].conns[0].window : 1;
+    uint32_t window = 0;
+    for (int q = 0; q < t->nqueues; q++)
+        for (int p = 0; p < t->shape.npeers; p++)
+            if (window == 0 || t->queues[q].conns[p].window < window)
+                window = t->queues[q].conns[p].window;
     *caps = (engram_transport_caps_t){
         .flags = ENGRAM_CAP_HOST_INITIATED | ENGRAM_CAP_HYBRID | ENGRAM_CAP_CROSS_HOST,
         .read_kinds = ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_HOST),
         .write_kinds = ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_HOST),
         .max_queues = t->nqueues,
-        .max_outstanding = (int)window * t->shape.npeers,
+        .max_outstanding = (int)window,
     };
 }
 
