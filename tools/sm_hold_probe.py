@@ -3,7 +3,12 @@
 SMs with kernels that move no memory (each block spins and takes a whole
 SM's shared memory, as engram's gather block takes its registers)?
 Separates SM occupancy from the fetch's memory traffic. Prints one line per
-(sms, kernel length)."""
+(sms, kernel length): the GEMMs' time beside the spinning over their time
+alone just before, three rounds. Kernel lengths assume the H200's 1980 MHz
+SM clock. Needs torch with CUDA and cupy (docs/BENCHMARKS.md, stop 21):
+
+    python3 -W ignore tools/sm_hold_probe.py
+"""
 import statistics, sys
 import cupy as cp
 import torch
