@@ -316,6 +316,19 @@ static const engram_config_extra_t *extra_lookup(const engram_config_t *cfg, con
     return NULL;
 }
 
+/* A key to read: *i >= 0 for a core key, else *x, the extra set under it;
+ * an error (naming `fn`) when it is neither. */
+static engram_status_t key_lookup(const engram_config_t *cfg, const char *key, const char *fn, int *i,
+                                  const engram_config_extra_t **x)
+{
+    engram_status_t st = args_check(cfg, key, fn);
+    if (st != ENGRAM_OK)
+        return st;
+    *i = key_find(key, strlen(key));
+    *x = *i < 0 ? extra_lookup(cfg, key, fn) : NULL;
+    return *i < 0 && *x == NULL ? ENGRAM_ERR_INVALID : ENGRAM_OK;
+}
+
 engram_status_t engram_config_set(engram_config_t *cfg, const char *key, const char *value)
 {
     engram_status_t st = args_check(cfg, key, "engram_config_set");
@@ -358,13 +371,11 @@ static int format_value(const engram_config_t *cfg, int i, char *buf, size_t len
 
 engram_status_t engram_config_get(const engram_config_t *cfg, const char *key, char *buf, size_t len)
 {
-    engram_status_t st = args_check(cfg, key, "engram_config_get");
+    int i;
+    const engram_config_extra_t *x;
+    engram_status_t st = key_lookup(cfg, key, "engram_config_get", &i, &x);
     if (st != ENGRAM_OK)
         return st;
-    int i = key_find(key, strlen(key));
-    const engram_config_extra_t *x = i < 0 ? extra_lookup(cfg, key, "engram_config_get") : NULL;
-    if (i < 0 && x == NULL)
-        return ENGRAM_ERR_INVALID;
     if (buf == NULL || len == 0)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_config_get: no buffer for %s", key);
     int need = i >= 0 ? format_value(cfg, i, buf, len) : snprintf(buf, len, "%s", x->value);
@@ -376,13 +387,11 @@ engram_status_t engram_config_get(const engram_config_t *cfg, const char *key, c
 
 engram_status_t engram_config_source(const engram_config_t *cfg, const char *key, engram_config_source_t *src)
 {
-    engram_status_t st = args_check(cfg, key, "engram_config_source");
+    int i;
+    const engram_config_extra_t *x;
+    engram_status_t st = key_lookup(cfg, key, "engram_config_source", &i, &x);
     if (st != ENGRAM_OK)
         return st;
-    int i = key_find(key, strlen(key));
-    const engram_config_extra_t *x = i < 0 ? extra_lookup(cfg, key, "engram_config_source") : NULL;
-    if (i < 0 && x == NULL)
-        return ENGRAM_ERR_INVALID;
     if (src == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_config_source: NULL out for %s", key);
     *src = i >= 0 ? cfg->source[i] : x->source;
