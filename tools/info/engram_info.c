@@ -26,7 +26,7 @@ static void print_caps(const engram_transport_caps_t *caps)
         printf(" hybrid");
     if (caps->flags & ENGRAM_CAP_CROSS_HOST)
         printf(" cross-host");
-    printf("; queues %d, outstanding/queue ", caps->max_queues);
+    printf("; queues %d, outstanding per (queue, peer) ", caps->max_queues);
     if (caps->max_outstanding > 0)
         printf("%d", caps->max_outstanding);
     else
