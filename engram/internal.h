@@ -116,13 +116,15 @@ void engram_table_fill_shape(engram_table_t *t);
 engram_status_t engram_table_alloc_slots(engram_table_t *t);
 void engram_table_free_slots(engram_table_t *t);
 
+/* The indices argument of a fetch entry point `fn` (engram_fetch and
+ * engram_fetch_on_stream): NULL only with no tokens, and 8-byte aligned (a
+ * misaligned int64 load is undefined in C, and in a GPU kernel a fault
+ * that poisons the process's CUDA context). */
+engram_status_t engram_fetch_check_indices(const char *fn, const int64_t *indices, uint32_t num_tokens);
+
 /* The fetch steps shared by the host fetch (fetch.c) and the GPU fetch's
  * rows owned by other nodes (engram/gpu), so both issue and complete gets
  * the same way. */
-/* The indices argument of a fetch entry point `fn`: NULL only with no
- * tokens, and 8-byte aligned (a misaligned int64 load is undefined in C,
- * and in a GPU kernel a fault that poisons the process's CUDA context). */
-engram_status_t engram_fetch_check_indices(const char *fn, const int64_t *indices, uint32_t num_tokens);
 /* Takes a free slot for a fetch on queues [first_queue, first_queue +
  * num_queues) and resets its flush state; NULL when all are in flight.
  * First takes back retired slots on those queues whose gets completed. */

@@ -128,8 +128,8 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
     // then let the next fetch's launch start while this one drains. A
     // short fetch releases it only at each thread's last step: at 512 x 24
     // rows of 256 B beside 8192^3 GEMMs on 8 SMs the fetch reached
-    // 0.848-0.857 of H2D so, 0.826-0.845 released at the start (the next
-    // fetch's blocks then wait for SMs through most of this one). A long
+    // 0.848-0.857 of H2D released there, 0.826-0.845 released at the start
+    // (the next fetch's blocks then wait for SMs through most of this one). A long
     // fetch keeps the early release: released late at 8192 x 24, the GEMM
     // slowed 1.15-1.16x against 1.08-1.14x (docs/BENCHMARKS.md).
     asm volatile("griddepcontrol.wait;" ::: "memory");
