@@ -305,18 +305,33 @@ class Bench:
         return [torch.randint(0, self.args.rows, (tokens, ept), device=self.dev, dtype=torch.int64, generator=g)
                 for _ in range(sets)]
 
-    def overlap(self, shape_name, fetcher, run_fetches, fetch_bytes, n_fetches, gemm_alone, h2d_beside, extra):
-        """fetch alone and beside the GEMMs; one record."""
-        alone_wall, _ = self.measure({"fetch": (self.fetch_stream, run_fetches)})
-        both_wall, spans = self.measure({"gemm": (self.gemm_stream, self.gemms),
-                                         "fetch": (self.fetch_stream, run_fetches)})
-        fetch_gbps_alone = n_fetches * fetch_bytes / alone_wall / 1e6
-        fetch_gbps_beside = n_fetches * fetch_bytes / spans["fetch"] / 1e6
+    def overlap(self, shape_name, fetcher, run_fetches, fetch_bytes, n_fetches, h2d_beside, extra):
+        """fetch alone and beside the GEMMs; one record. Each repeat times
+        the GEMMs alone, the fetches alone and both, back to back, and the
+        ratios are taken within a repeat before their median: the GEMMs'
+        own time drifts by up to 10% over a run as the GPU's clocks follow
+        its power and heat (docs/BENCHMARKS.md, stop 22), which a single
+        GEMM-alone figure taken earlier would carry into every ratio."""
+        gemm_alone, fetch_alone, both, gemm_beside, fetch_beside, slowdown, max_both = ([] for _ in range(7))
+        for _ in range(self.args.repeats):
+            g, _ = self.timer.run({"gemm": (self.gemm_stream, self.gemms)})
+            f, _ = self.timer.run({"fetch": (self.fetch_stream, run_fetches)})
+            b, spans = self.timer.run({"gemm": (self.gemm_stream, self.gemms),
+                                       "fetch": (self.fetch_stream, run_fetches)})
+            gemm_alone.append(g)
+            fetch_alone.append(f)
+            both.append(b)
+            gemm_beside.append(spans["gemm"])
+            fetch_beside.append(spans["fetch"])
+            slowdown.append(spans["gemm"] / g)
+            max_both.append(max(g, f) / b)
+        fetch_gbps_alone = n_fetches * fetch_bytes / median(fetch_alone) / 1e6
+        fetch_gbps_beside = n_fetches * fetch_bytes / median(fetch_beside) / 1e6
         rec = {"shape": shape_name, "fetcher": fetcher, "fetches": n_fetches, "gemms": self.args.gemms,
-               "gemm_alone_ms": round(gemm_alone, 3), "fetch_alone_ms": round(alone_wall, 3),
-               "both_ms": round(both_wall, 3), "max_over_both": round(max(gemm_alone, alone_wall) / both_wall, 4),
-               "gemm_beside_ms": round(spans["gemm"], 3), "gemm_slowdown": round(spans["gemm"] / gemm_alone, 4),
-               "fetch_beside_ms": round(spans["fetch"], 3), "fetch_gbps_alone": round(fetch_gbps_alone, 2),
+               "gemm_alone_ms": round(median(gemm_alone), 3), "fetch_alone_ms": round(median(fetch_alone), 3),
+               "both_ms": round(median(both), 3), "max_over_both": round(median(max_both), 4),
+               "gemm_beside_ms": round(median(gemm_beside), 3), "gemm_slowdown": round(median(slowdown), 4),
+               "fetch_beside_ms": round(median(fetch_beside), 3), "fetch_gbps_alone": round(fetch_gbps_alone, 2),
                "fetch_gbps_beside": round(fetch_gbps_beside, 2),
                "fetch_over_h2d_beside": round(fetch_gbps_beside / h2d_beside, 4) if h2d_beside else None}
         rec.update(extra)
@@ -355,12 +370,11 @@ class Bench:
                    "h2d_beside_ms": round(spans["h2d"], 3), "h2d_gbps_beside": round(h2d_gbps_beside, 2)})
 
         for label, value in parse_sms(args.sms):
-            self.run_engram(name, tokens, ept, sets, label, value, fetch_bytes, n_fetches, gemm_alone,
-                            h2d_gbps_beside)
+            self.run_engram(name, tokens, ept, sets, label, value, fetch_bytes, n_fetches, h2d_gbps_beside)
         if not args.no_torch_ref:
-            self.run_torch(name, tokens, ept, sets, fetch_bytes, n_fetches, gemm_alone, h2d_gbps_beside)
+            self.run_torch(name, tokens, ept, sets, fetch_bytes, n_fetches, h2d_gbps_beside)
 
-    def run_engram(self, name, tokens, ept, sets, label, value, fetch_bytes, n_fetches, gemm_alone, h2d_beside):
+    def run_engram(self, name, tokens, ept, sets, label, value, fetch_bytes, n_fetches, h2d_beside):
         torch = self.torch
         buf = self.shards.open(tokens, ept, value)
         try:
@@ -381,13 +395,13 @@ class Bench:
             want = self.table.index_select(0, idx.flatten().cpu()).view(tokens, -1)
             exact = bool(torch.equal(rows.cpu().view(torch.int16), want.view(torch.int16)))
             del rows, hook
-            self.overlap(name, "engram", run_fetches, fetch_bytes, n_fetches, gemm_alone, h2d_beside,
+            self.overlap(name, "engram", run_fetches, fetch_bytes, n_fetches, h2d_beside,
                          {"gpu_sms": label, "transport": buf.transport, "ranks": buf.num_ranks,
                           "check": "ok" if exact else "MISMATCH"})
         finally:
             self.shards.close(buf)
 
-    def run_torch(self, name, tokens, ept, sets, fetch_bytes, n_fetches, gemm_alone, h2d_beside):
+    def run_torch(self, name, tokens, ept, sets, fetch_bytes, n_fetches, h2d_beside):
         torch = self.torch
         uva = UvaTable(torch, self.table)
         try:
@@ -403,8 +417,8 @@ class Bench:
             torch.cuda.synchronize()
             want = self.table.view(torch.int16).index_select(0, flat[0].cpu())
             exact = bool(torch.equal(out.cpu(), want))
-            self.overlap(name, "torch_uva_index_select", run_fetches, fetch_bytes, n_fetches, gemm_alone,
-                         h2d_beside, {"gpu_sms": "-", "check": "ok" if exact else "MISMATCH"})
+            self.overlap(name, "torch_uva_index_select", run_fetches, fetch_bytes, n_fetches, h2d_beside,
+                         {"gpu_sms": "-", "check": "ok" if exact else "MISMATCH"})
         finally:
             uva.close()
 
@@ -423,7 +437,8 @@ class Bench:
                 r["shape"], r["fetcher"], r["gpu_sms"], r["fetches"], r["gemm_alone_ms"], r["fetch_alone_ms"],
                 r["both_ms"], r["max_over_both"], r["gemm_slowdown"], r["fetch_gbps_beside"],
                 r["fetch_over_h2d_beside"] or 0, r["check"]))
-        print("max/both: max(gemm alone, fetch alone) / both; gemm x: the GEMMs' time beside the fetches over alone;"
+        print("max/both: max(gemm alone, fetch alone) / both; gemm x: the GEMMs' time beside the fetches over alone"
+              " (both ratios within a repeat, then the median);"
               "\nGB/s bes: the fetch's rate beside the GEMMs; vs h2d: that over the contiguous copy's rate beside them.")
 
 
