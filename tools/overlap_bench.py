@@ -32,6 +32,7 @@ ENGRAM_LOG_LEVEL=info prints gpu_sms=auto's choice when a table is created.
 Output: one JSON object per measurement on stdout (or --json), then a table.
 """
 import argparse
+import collections
 import ctypes
 import json
 import logging
@@ -134,6 +135,33 @@ def median(v):
     v = sorted(v)
     n = len(v)
     return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+# One repeat of a measurement, in ms: the GEMMs alone, the fetches alone,
+# both (wall), and each stream's span while both ran.
+Repeat = collections.namedtuple("Repeat", "gemm_alone fetch_alone both gemm_beside fetch_beside")
+
+
+def paired_summary(repeats, bytes_per_run, h2d_gbps_beside):
+    """A record's figures from its repeats. The GEMM's slowdown and
+    max/both are taken within each repeat, then their median: the GEMMs'
+    own time drifts by up to 12% over a run as the GPU's clocks follow its
+    power and heat (docs/BENCHMARKS.md, stop 22), which one GEMM-alone
+    figure taken earlier would carry into every ratio."""
+    def col(name):
+        return [getattr(r, name) for r in repeats]
+    fetch_gbps_alone = bytes_per_run / median(col("fetch_alone")) / 1e6
+    fetch_gbps_beside = bytes_per_run / median(col("fetch_beside")) / 1e6
+    return {"gemm_alone_ms": round(median(col("gemm_alone")), 3),
+            "fetch_alone_ms": round(median(col("fetch_alone")), 3),
+            "both_ms": round(median(col("both")), 3),
+            "max_over_both": round(median([max(r.gemm_alone, r.fetch_alone) / r.both for r in repeats]), 4),
+            "gemm_beside_ms": round(median(col("gemm_beside")), 3),
+            "gemm_slowdown": round(median([r.gemm_beside / r.gemm_alone for r in repeats]), 4),
+            "fetch_beside_ms": round(median(col("fetch_beside")), 3),
+            "fetch_gbps_alone": round(fetch_gbps_alone, 2),
+            "fetch_gbps_beside": round(fetch_gbps_beside, 2),
+            "fetch_over_h2d_beside": round(fetch_gbps_beside / h2d_gbps_beside, 4) if h2d_gbps_beside else None}
 
 
 class UvaTable:
@@ -306,34 +334,16 @@ class Bench:
                 for _ in range(sets)]
 
     def overlap(self, shape_name, fetcher, run_fetches, fetch_bytes, n_fetches, h2d_beside, extra):
-        """fetch alone and beside the GEMMs; one record. Each repeat times
-        the GEMMs alone, the fetches alone and both, back to back, and the
-        ratios are taken within a repeat before their median: the GEMMs'
-        own time drifts by up to 10% over a run as the GPU's clocks follow
-        its power and heat (docs/BENCHMARKS.md, stop 22), which a single
-        GEMM-alone figure taken earlier would carry into every ratio."""
-        gemm_alone, fetch_alone, both, gemm_beside, fetch_beside, slowdown, max_both = ([] for _ in range(7))
+        """fetch alone and beside the GEMMs; one record (paired_summary)."""
+        repeats = []
         for _ in range(self.args.repeats):
             g, _ = self.timer.run({"gemm": (self.gemm_stream, self.gemms)})
             f, _ = self.timer.run({"fetch": (self.fetch_stream, run_fetches)})
             b, spans = self.timer.run({"gemm": (self.gemm_stream, self.gemms),
                                        "fetch": (self.fetch_stream, run_fetches)})
-            gemm_alone.append(g)
-            fetch_alone.append(f)
-            both.append(b)
-            gemm_beside.append(spans["gemm"])
-            fetch_beside.append(spans["fetch"])
-            slowdown.append(spans["gemm"] / g)
-            max_both.append(max(g, f) / b)
-        fetch_gbps_alone = n_fetches * fetch_bytes / median(fetch_alone) / 1e6
-        fetch_gbps_beside = n_fetches * fetch_bytes / median(fetch_beside) / 1e6
-        rec = {"shape": shape_name, "fetcher": fetcher, "fetches": n_fetches, "gemms": self.args.gemms,
-               "gemm_alone_ms": round(median(gemm_alone), 3), "fetch_alone_ms": round(median(fetch_alone), 3),
-               "both_ms": round(median(both), 3), "max_over_both": round(median(max_both), 4),
-               "gemm_beside_ms": round(median(gemm_beside), 3), "gemm_slowdown": round(median(slowdown), 4),
-               "fetch_beside_ms": round(median(fetch_beside), 3), "fetch_gbps_alone": round(fetch_gbps_alone, 2),
-               "fetch_gbps_beside": round(fetch_gbps_beside, 2),
-               "fetch_over_h2d_beside": round(fetch_gbps_beside / h2d_beside, 4) if h2d_beside else None}
+            repeats.append(Repeat(g, f, b, spans["gemm"], spans["fetch"]))
+        rec = {"shape": shape_name, "fetcher": fetcher, "fetches": n_fetches, "gemms": self.args.gemms}
+        rec.update(paired_summary(repeats, n_fetches * fetch_bytes, h2d_beside))
         rec.update(extra)
         self.emit(rec)
         return rec
