@@ -34,11 +34,23 @@ Output: one JSON object per measurement on stdout (or --json), then a table.
 import argparse
 import collections
 import ctypes
+import importlib
 import json
 import logging
 import os
 import sys
 import time
+
+
+WHAT = {"engram": "the engram Python package (README, 'Python')", "torch": "torch with CUDA", "numpy": "numpy"}
+
+
+def need(name):
+    """The module, or a clear exit where it is not importable."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        raise SystemExit("overlap_bench: needs %s: %s" % (WHAT[name], e))
 
 
 def parse_args(argv=None):
@@ -59,6 +71,10 @@ def parse_args(argv=None):
     p.add_argument("--ranks", type=int, default=1,
                    help="ranks of one node sharing the table's host memory (fork launcher) [1]")
     args = p.parse_args(argv)
+    for flag, least in (("rows", 1), ("hidden", 1), ("gemm_size", 1), ("gemms", 1), ("repeats", 1), ("fetches", 0)):
+        if getattr(args, flag) < least:
+            raise SystemExit("overlap_bench: --%s must be >= %d, got %d" % (flag.replace("_", "-"), least,
+                                                                             getattr(args, flag)))
     if args.ranks < 1 or args.rows % args.ranks:
         raise SystemExit("overlap_bench: --ranks must be >= 1 and divide --rows (%d), got %d"
                          % (args.rows, args.ranks))
@@ -90,7 +106,7 @@ def parse_sms(text):
 
 def load_trace(path, rows):
     """[steps, tokens, ept] int64 from an .npy of int32/int64."""
-    import numpy as np
+    np = need("numpy")
     a = np.load(path, allow_pickle=False)
     if a.ndim != 3 or a.dtype not in (np.int32, np.int64):
         raise SystemExit("overlap_bench: %s: want int32/int64 [steps, tokens, entries_per_token], got %s %s"
@@ -190,7 +206,7 @@ class UvaTable:
     def _device_pointer(host_ptr):
         """cudaHostGetDevicePointer through libcudart (the pointer itself on
         UVA systems, asked for all the same)."""
-        import torch
+        torch = need("torch")
         lib = None
         for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"):
             try:
@@ -241,7 +257,7 @@ class Shards:
         self.group, self.args, self.table = group, args, table
 
     def open(self, tokens, ept, gpu_sms):
-        import engram
+        engram = need("engram")
         per = self.args.rows // self.group.size
         if self.group.rank != 0:
             gpu_sms = "1"  # holds a shard, fetches nothing: no calibration beside rank 0's
@@ -278,7 +294,7 @@ def follow(group, args, trace, table):
 
 class Bench:
     def __init__(self, args, group=None):
-        import torch
+        torch = need("torch")
         if not torch.cuda.is_available():
             raise SystemExit("overlap_bench: needs a CUDA GPU")
         self.torch = torch
@@ -294,7 +310,7 @@ class Bench:
         self.out = open(args.json, "a") if args.json else sys.stdout
         self.table = make_table(torch, args)
         if group is None:
-            import engram
+            engram = need("engram")
             group = engram.Group.solo()
         self.shards = Shards(group, args, self.table)
         n = args.gemm_size
@@ -465,7 +481,7 @@ def rank_main(group, args, trace):
     group.timeout_ms = max(group.timeout_ms, 30 * 60 * 1000)  # rank 0 measures while the others wait
     if group.rank == 0:
         return run(args, trace, group)
-    import torch
+    torch = need("torch")
     follow(group, args, trace, make_table(torch, args))
     return 0
 
@@ -481,7 +497,7 @@ def main(argv=None):
     parse_sms(args.sms)  # fail on a bad list before any GPU work
     if args.ranks == 1:
         return run(args, trace)
-    import engram  # forks before this process touches CUDA
+    engram = need("engram")  # forks before this process touches CUDA
     try:
         engram.launch(args.ranks, rank_main, args, trace)
     except engram.Error as e:

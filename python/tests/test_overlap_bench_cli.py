@@ -21,6 +21,12 @@ def run(*args):
     (["--ranks", "3"], "divide --rows"),
     (["--sms", "0"], "--sms values"),
     (["--shapes", "512"], "--shapes wants"),
+    (["--repeats", "0"], "--repeats must be >= 1"),
+    (["--gemms", "0"], "--gemms must be >= 1"),
+    (["--gemm-size", "-1"], "--gemm-size must be >= 1"),
+    (["--rows", "0"], "--rows must be >= 1"),
+    (["--hidden", "0"], "--hidden must be >= 1"),
+    (["--fetches", "-1"], "--fetches must be >= 0"),
 ])
 def test_bad_arguments_are_refused(args, message):
     r = run(*args)
