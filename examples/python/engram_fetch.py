@@ -21,7 +21,7 @@ import time
 import engram
 
 
-def parse():
+def parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--ranks", type=int, default=0, help="ranks (default: 4, or the GPUs if fewer than 4 and more than 1)")
     p.add_argument("--local-size", type=int, default=0, help="ranks per emulated node (0 = one node)")
@@ -40,7 +40,13 @@ def parse():
     p.add_argument("--overhead", action="store_true",
                    help="also time the same fetch/wait/release through the C API (no Python between) and print "
                         "the per-fetch cost the Python layer adds")
-    return p.parse_args()
+    a = p.parse_args(argv)
+    # Shapes (entries, hidden, tokens, ...) are the library's to refuse; these
+    # are the script's own counts.
+    for flag, least in (("iters", 1), ("rounds", 1), ("warmup", 0), ("ranks", 0), ("local_size", 0)):
+        if getattr(a, flag) < least:
+            p.error("--%s must be >= %d, got %d" % (flag.replace("_", "-"), least, getattr(a, flag)))
+    return a
 
 
 def torch_or_none():
@@ -190,7 +196,10 @@ def main():
         sys.exit("engram_fetch.py: --recv cuda needs a GPU")
     if not a.ranks:
         a.ranks = 4 if gpus == 0 or gpus >= 4 else max(gpus, 2)
-    engram.launch(a.ranks, rank_main, a, local_size=a.local_size)
+    try:
+        engram.launch(a.ranks, rank_main, a, local_size=a.local_size)
+    except engram.Error as e:  # each failed rank printed its own error above
+        sys.exit("engram_fetch.py: %s" % e)
 
 
 if __name__ == "__main__":
