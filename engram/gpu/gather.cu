@@ -129,9 +129,11 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
     // short fetch releases it only at each thread's last step: at 512 x 24
     // rows of 256 B beside 8192^3 GEMMs on 8 SMs the fetch reached
     // 0.848-0.857 of H2D released there, 0.826-0.845 released at the start
-    // (the next fetch's blocks then wait for SMs through most of this one). A long
-    // fetch keeps the early release: released late at 8192 x 24, the GEMM
-    // slowed 1.15-1.16x against 1.08-1.14x (docs/BENCHMARKS.md).
+    // (the next fetch's blocks then wait for SMs through most of this one).
+    // A long fetch keeps the early release: released late, 8192 x 24 at
+    // gpu_sms=auto (3 SMs, no clusters) fell from 0.87-0.90 of H2D beside
+    // the GEMMs to 0.68, and at 8 SMs the GEMM's slowdown did not change
+    // (docs/BENCHMARKS.md, stop 22).
     asm volatile("griddepcontrol.wait;" ::: "memory");
     const bool release_late = (uint64_t)a.num_rows * a.row_bytes <= kReleaseLateBytes;
     if (!release_late)
