@@ -16,6 +16,21 @@ from ._dtypes import row_type
 from ._engram import BadIndexError, InvalidArgumentError, StateError
 
 _RECV = {"host": False, "cuda": True}
+_I32, _U32, _I64 = (1 << 31) - 1, (1 << 32) - 1, (1 << 63) - 1
+
+
+def _check_int(name, value, low, high):
+    """Refuses anything but an int in [low, high]: the C layer's fields are
+    32 or 64 bits wide, and a value past them must not wrap."""
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise InvalidArgumentError("%s: must be an integer in [%d, %d], got %r" % (name, low, high, value))
+
+
+def _row_bytes(hidden, rt):
+    row_bytes = hidden * rt.itemsize
+    if row_bytes > _U32:
+        raise InvalidArgumentError("hidden: %d elements of %d bytes exceed 4 GiB per entry" % (hidden, rt.itemsize))
+    return row_bytes
 
 
 def _torch():
@@ -94,17 +109,14 @@ class Buffer:
 
         if recv not in _RECV:
             raise InvalidArgumentError("recv: must be 'cuda' or 'host', got %r" % (recv,))
-        for name, value, low in (("num_entries", num_entries, 1), ("hidden", hidden, 1),
-                                 ("num_max_tokens", num_max_tokens, 1),
-                                 ("num_entries_per_token", num_entries_per_token, 1),
-                                 ("num_sf_packs", num_sf_packs, 0), ("num_qps", num_qps, 0)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise InvalidArgumentError("%s: must be an integer >= %d, got %r" % (name, low, value))
+        _check_int("num_entries", num_entries, 1, _I64)
+        _check_int("hidden", hidden, 1, _U32)
+        _check_int("num_max_tokens", num_max_tokens, 1, _U32)
+        _check_int("num_entries_per_token", num_entries_per_token, 1, _U32)
+        _check_int("num_sf_packs", num_sf_packs, 0, _U32)
+        _check_int("num_qps", num_qps, 0, _I32)
         self._rt = row_type(dtype)
-        row_bytes = hidden * self._rt.itemsize
-        if row_bytes >= 1 << 32:
-            raise InvalidArgumentError("hidden: %d elements of %d bytes exceed 4 GiB per entry"
-                                       % (hidden, self._rt.itemsize))
+        row_bytes = _row_bytes(hidden, self._rt)
         cfg = {str(k): str(v) for k, v in (config or {}).items()}
         cfg.setdefault("mode", "hybrid" if allow_hybrid_mode else "direct")
         if num_qps:
@@ -130,8 +142,11 @@ class Buffer:
         """(gpu_recv_bytes, cpu_table_bytes) as DeepEP returns (num_gpu_bytes,
         num_cpu_bytes): receive bytes for num_max_tokens rows and host bytes of a
         rank's shard of num_entries rows, rows aligned to 32 bytes."""
+        _check_int("num_entries", num_entries, 1, _I64)
+        _check_int("hidden", hidden, 1, _U32)
+        _check_int("num_max_tokens", num_max_tokens, 0, _I64)
         rt = row_type(dtype)
-        _, cpu, gpu = _engram.storage_size_hint(num_entries, hidden * rt.itemsize, num_max_tokens)
+        _, cpu, gpu = _engram.storage_size_hint(num_entries, _row_bytes(hidden, rt), num_max_tokens)
         return gpu, cpu
 
     def engram_write(self, storage, sf=None) -> None:
@@ -173,6 +188,7 @@ class Buffer:
         Indices captured must be CUDA tensors. num_qps: spread over that many queues (0 = all; host fetches).
         use_tma_aligned_col_major_sf: scales column-major with the token
         stride 1 and a column stride of num_tokens rounded up to 4."""
+        _check_int("num_qps", num_qps, 0, _I32)
         captured, other_stream = False, stream is not None
         if self.recv == "cuda":
             indices, stream, captured = self._cuda_args(indices, stream)

@@ -216,6 +216,42 @@ def case_bad_arguments(ctx):
     expect(engram.InvalidArgumentError, engram.Buffer, ctx.node, 0, H, torch.bfloat16, T, K, recv="host")
 
 
+def case_integers_past_the_c_fields_and_shape_messages(ctx):
+    # 2**40 tokens once wrapped to 0 through the extension's 32-bit field
+    for args, name in (((ctx.node, E, H, torch.bfloat16, 2**40, K), "num_max_tokens"),
+                       ((ctx.node, E, H, torch.bfloat16, T, 2**32), "num_entries_per_token"),
+                       ((ctx.node, 2**64, H, torch.bfloat16, T, K), "num_entries"),
+                       ((ctx.node, -1, H, torch.bfloat16, T, K), "num_entries"),
+                       ((ctx.node, E, 2**33, torch.bfloat16, T, K), "hidden")):
+        expect(engram.InvalidArgumentError, engram.Buffer, *args, recv="host", match=name)
+    expect(engram.InvalidArgumentError, engram.Buffer, ctx.node, E, H, torch.bfloat16, T, K, num_sf_packs=2**32,
+           recv="host", match="num_sf_packs")
+    hint = engram.Buffer.get_engram_storage_size_hint
+    expect(engram.InvalidArgumentError, hint, -1, H, T, match="num_entries")
+    expect(engram.InvalidArgumentError, hint, E, 2**31, T, match="4 GiB")  # 2**32 bytes of bf16
+    # the extension's own converters, behind the Python checks
+    expect(engram.InvalidArgumentError, engram._engram.storage_size_hint, -1, 256, 1, match="out of range")
+    expect(engram.InvalidArgumentError, engram._engram.storage_size_hint, 1, 2**32, 1, match="out of range")
+    expect(engram.InvalidArgumentError, engram._engram.storage_size_hint, 1, 256.0, 1, match="integer")
+    with ctx.buffer() as buf:
+        e = expect(engram.InvalidArgumentError, buf.engram_write, ctx.shard_bytes.view(torch.bfloat16).flatten())
+        assert str(e).endswith("got 1 dimensions"), e
+        narrow = ctx.shard_bytes.view(torch.bfloat16)[:, :H - 1].contiguous()
+        e = expect(engram.InvalidArgumentError, buf.engram_write, narrow)
+        assert str(e).endswith("got [%d, %d]" % (E, H - 1)), e
+        buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
+        e = expect(engram.InvalidArgumentError, buf.engram_fetch, ctx.indices.flatten())
+        assert str(e).endswith("got 1 dimensions"), e
+        e = expect(engram.InvalidArgumentError, buf.engram_fetch, ctx.indices[:, :3].contiguous())
+        assert str(e).endswith("got a last dimension of 3"), e
+        expect(engram.InvalidArgumentError, buf.engram_fetch, ctx.indices, 2**40, match="num_qps")
+        # torch has no DLPack type for bool: refused as an argument, torch's error kept as the cause
+        e = expect(engram.InvalidArgumentError, buf.engram_fetch, ctx.indices > 0, match="DLPack")
+        assert e.__cause__ is not None, e
+        rows, _ = buf.engram_fetch(ctx.indices)()  # and the buffer still fetches
+        del rows
+
+
 def case_zero_tokens(ctx):
     with ctx.buffer() as buf:
         buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))

@@ -50,6 +50,20 @@ static long producer_device(PyObject *obj, const char *param)
     return type;
 }
 
+/* The producer's own error from __dlpack__ (torch has no DLPack type for
+ * bool) as an InvalidArgumentError naming the argument, the original as its
+ * __cause__; an interrupt (not an Exception) stays what it is. */
+static void refuse_export(const char *param)
+{
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return;
+    PyObject *cause = eg_err_take();
+    eg_raise(eg_InvalidArgumentError, "%s: could not be exported through DLPack: %S", param, cause);
+    PyObject *exc = eg_err_take(); /* set either way: ours, or what formatting raised */
+    PyException_SetCause(exc, cause); /* steals cause */
+    eg_err_restore(exc);
+}
+
 int eg_dl_import(PyObject *obj, PyObject *stream, const char *param, eg_dl_in_t *out)
 {
     long type = producer_device(obj, param);
@@ -71,8 +85,10 @@ int eg_dl_import(PyObject *obj, PyObject *stream, const char *param, eg_dl_in_t 
     } else {
         capsule = PyObject_CallMethod(obj, "__dlpack__", NULL);
     }
-    if (capsule == NULL)
+    if (capsule == NULL) {
+        refuse_export(param);
         return -1;
+    }
     DLManagedTensor *mt = PyCapsule_GetPointer(capsule, "dltensor");
     if (mt == NULL) {
         Py_DECREF(capsule);

@@ -45,6 +45,12 @@ static inline void eg_err_restore(PyObject *exc)
     PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
 }
 
+/* "O&" converters (int_args.c): a Python int in [0, UINT32_MAX] into a
+ * uint32_t, in [0, INT64_MAX] into a uint64_t; anything else raises
+ * InvalidArgumentError instead of wrapping as 'I' and 'K' do. */
+int eg_arg_u32(PyObject *o, void *out);
+int eg_arg_u63(PyObject *o, void *out);
+
 /* _set_log_callback(fn or None): the library's log lines to fn (log_bridge.c). */
 PyObject *eg_set_log_callback(PyObject *self, PyObject *fn);
 

@@ -43,11 +43,14 @@ static int refuse(const char *fmt, ...)
 static int check_indices(const eg_table_t *t, const indices_t *x)
 {
     int cuda = t->params.recv == ENGRAM_RECV_CUDA;
-    if (x->ndim != 2 || x->cols != (int64_t)t->params.entries_per_token)
+    if (x->ndim != 2)
         return refuse("engram_fetch: indices must have shape [num_tokens, num_entries_per_token=%u], got %d "
-                      "dimensions%s%lld",
-                      t->params.entries_per_token, x->ndim, x->ndim == 2 ? " with a last one of " : "",
-                      (long long)(x->ndim == 2 ? x->cols : 0));
+                      "dimensions",
+                      t->params.entries_per_token, x->ndim);
+    if (x->cols != (int64_t)t->params.entries_per_token)
+        return refuse("engram_fetch: indices must have shape [num_tokens, num_entries_per_token=%u], got a last "
+                      "dimension of %lld",
+                      t->params.entries_per_token, (long long)x->cols);
     if (x->rows > (int64_t)t->params.max_tokens)
         return refuse("engram_fetch: %lld tokens exceed the buffer's num_max_tokens=%u", (long long)x->rows,
                       t->params.max_tokens);

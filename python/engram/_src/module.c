@@ -5,9 +5,9 @@
 static PyObject *storage_size_hint(PyObject *self, PyObject *args)
 {
     (void)self;
-    unsigned long long entries, max_rows;
-    unsigned int row_bytes;
-    if (!PyArg_ParseTuple(args, "KIK", &entries, &row_bytes, &max_rows))
+    uint64_t entries, max_rows;
+    uint32_t row_bytes;
+    if (!PyArg_ParseTuple(args, "O&O&O&", eg_arg_u63, &entries, eg_arg_u32, &row_bytes, eg_arg_u63, &max_rows))
         return NULL;
     engram_storage_hint_t h;
     engram_status_t st = engram_storage_size_hint(entries, row_bytes, max_rows, &h);

@@ -63,14 +63,15 @@ static int table_init(eg_table_t *self, PyObject *args, PyObject *kwargs)
                          "scale_packs", "recv_cuda",        "config",    "dl_code",           "dl_bits",
                          "hidden",      "device_id",        NULL};
     PyObject *group, *config = Py_None;
-    unsigned long long entries;
-    unsigned int row_bytes, per_token, max_tokens, packs, dl_code, dl_bits, hidden;
+    uint64_t entries;
+    uint32_t row_bytes, per_token, max_tokens, packs, dl_code, dl_bits, hidden;
     int recv_cuda, device_id;
     if (self->group != NULL)
         return eg_raise(eg_StateError, "Table: already initialised"), -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OKIIIIpOIIIi", kw, &group, &entries, &row_bytes, &per_token,
-                                     &max_tokens, &packs, &recv_cuda, &config, &dl_code, &dl_bits, &hidden,
-                                     &device_id))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO&O&O&O&O&pOO&O&O&i", kw, &group, eg_arg_u63, &entries,
+                                     eg_arg_u32, &row_bytes, eg_arg_u32, &per_token, eg_arg_u32, &max_tokens,
+                                     eg_arg_u32, &packs, &recv_cuda, &config, eg_arg_u32, &dl_code, eg_arg_u32,
+                                     &dl_bits, eg_arg_u32, &hidden, &device_id))
         return -1;
     engram_group_t *g = eg_group_get(group);
     if (g == NULL)
@@ -183,12 +184,16 @@ static PyObject *table_write(eg_table_t *self, PyObject *args, PyObject *kwargs)
         fail = Py_None;
     else if (t = &rows.mt->dl_tensor, !eg_dl_is_host(t))
         fail = refused(eg_raise(eg_InvalidArgumentError, "engram_write: storage must be in host memory (call .cpu())"));
-    else if (t->ndim != 2 || (uint64_t)t->shape[0] != entries || (uint64_t)t->shape[1] != self->hidden)
+    else if (t->ndim != 2)
         fail = refused(eg_raise(eg_InvalidArgumentError,
                         "engram_write: storage must have shape [num_entries=%llu, hidden=%u] (this rank's shard), "
-                        "got %d dimensions%s%lld x %lld",
-                        (unsigned long long)entries, self->hidden, t->ndim, t->ndim == 2 ? ": " : "",
-                        (long long)(t->ndim >= 1 ? t->shape[0] : 0), (long long)(t->ndim == 2 ? t->shape[1] : 0)));
+                        "got %d dimensions",
+                        (unsigned long long)entries, self->hidden, t->ndim));
+    else if ((uint64_t)t->shape[0] != entries || (uint64_t)t->shape[1] != self->hidden)
+        fail = refused(eg_raise(eg_InvalidArgumentError,
+                        "engram_write: storage must have shape [num_entries=%llu, hidden=%u] (this rank's shard), "
+                        "got [%lld, %lld]",
+                        (unsigned long long)entries, self->hidden, (long long)t->shape[0], (long long)t->shape[1]));
     else if (!dtype_compatible(t->dtype, self->row_dtype))
         fail = refused(eg_raise(eg_InvalidArgumentError,
                         "engram_write: storage has %u-bit elements of DLPack type code %u; the buffer holds "
