@@ -16,13 +16,11 @@ cupy (docs/BENCHMARKS.md, stop 22):
     python3 -W ignore tools/sm_hold_probe.py [--sms 2,4,6,8,10,12,16] [--rounds 3]
 """
 import argparse
+import importlib
 import json
 import os
 import statistics
 import tempfile
-
-import cupy as cp
-import torch
 
 SOURCE = r'''
 extern "C" __global__ void %s(long long ns) {
@@ -37,7 +35,14 @@ extern "C" __global__ void %s(long long ns) {
 SMEM = 200 * 1024
 
 
-def spin_kernel(paired):
+def need(name):
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        raise SystemExit("sm_hold_probe: needs torch with CUDA and cupy: %s" % e)
+
+
+def spin_kernel(cp, paired):
     name = "spin_paired" if paired else "spin_single"
     src = SOURCE % name
     if paired:
@@ -47,7 +52,7 @@ def spin_kernel(paired):
     return k
 
 
-def gemm_kernel(a, b):
+def gemm_kernel(torch, a, b):
     """The name and grid of the kernel a @ b runs, from torch's profiler."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         a @ b
@@ -64,22 +69,33 @@ def gemm_kernel(a, b):
     return "%s grid %s block %s" % (k["name"], k["args"].get("grid"), k["args"].get("block"))
 
 
-def main():
+def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sms", default="2,4,6,8,10,12,16", help="SM counts to hold (even) [2,4,6,8,10,12,16]")
     p.add_argument("--rounds", type=int, default=3, help="alone/beside pairs per case [3]")
     p.add_argument("--gemms", type=int, default=20, help="GEMMs per run [20]")
-    args = p.parse_args()
-    counts = [int(v) for v in args.sms.split(",")]
-    if any(n < 2 or n % 2 for n in counts) or args.rounds < 1 or args.gemms < 1:
+    args = p.parse_args(argv)
+    try:
+        args.counts = [int(v) for v in args.sms.split(",")]
+    except ValueError:
+        args.counts = []
+    if not args.counts or any(n < 2 or n % 2 for n in args.counts) or args.rounds < 1 or args.gemms < 1:
         raise SystemExit("sm_hold_probe: --sms wants even counts >= 2, --rounds and --gemms >= 1")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cp, torch = need("cupy"), need("torch")
+    if not torch.cuda.is_available():
+        raise SystemExit("sm_hold_probe: needs a CUDA GPU")
 
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     b = torch.randn_like(a)
     c = torch.empty_like(a)
     gemm_stream = torch.cuda.Stream()
     spin_stream = torch.cuda.Stream(priority=-1)
-    kernels = {True: spin_kernel(True), False: spin_kernel(False)}
+    kernels = {True: spin_kernel(cp, True), False: spin_kernel(cp, False)}
 
     def gemm_ms(sms=0, paired=True, spin_ms=0.0):
         torch.cuda.synchronize()
@@ -98,8 +114,8 @@ def main():
     for _ in range(3):
         alone = gemm_ms()
     print("GEMM kernel: %s; %d GEMMs alone %.2f ms; %d SMs" % (
-        gemm_kernel(a, b), args.gemms, alone, torch.cuda.get_device_properties(0).multi_processor_count))
-    for n in counts:
+        gemm_kernel(torch, a, b), args.gemms, alone, torch.cuda.get_device_properties(0).multi_processor_count))
+    for n in args.counts:
         for paired in (True, False):
             ratios = []
             for _ in range(args.rounds):
