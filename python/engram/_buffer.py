@@ -8,27 +8,21 @@ library. A DeepEP user ports by swapping the buffer:
     rows, sf = hook()                     # rows: [num_tokens, num_entries_per_token * hidden]
 """
 import sys
+from collections.abc import Mapping
 from typing import Any, Optional, Tuple
 
 from . import _engram
+from ._args import I32, I64, U32, check_int
 from ._convert import converters
 from ._dtypes import row_type
 from ._engram import BadIndexError, InvalidArgumentError, StateError
 
 _RECV = {"host": False, "cuda": True}
-_I32, _U32, _I64 = (1 << 31) - 1, (1 << 32) - 1, (1 << 63) - 1
-
-
-def _check_int(name, value, low, high):
-    """Refuses anything but an int in [low, high]: the C layer's fields are
-    32 or 64 bits wide, and a value past them must not wrap."""
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise InvalidArgumentError("%s: must be an integer in [%d, %d], got %r" % (name, low, high, value))
 
 
 def _row_bytes(hidden, rt):
     row_bytes = hidden * rt.itemsize
-    if row_bytes > _U32:
+    if row_bytes > U32:
         raise InvalidArgumentError("hidden: %d elements of %d bytes exceed 4 GiB per entry" % (hidden, rt.itemsize))
     return row_bytes
 
@@ -109,14 +103,18 @@ class Buffer:
 
         if recv not in _RECV:
             raise InvalidArgumentError("recv: must be 'cuda' or 'host', got %r" % (recv,))
-        _check_int("num_entries", num_entries, 1, _I64)
-        _check_int("hidden", hidden, 1, _U32)
-        _check_int("num_max_tokens", num_max_tokens, 1, _U32)
-        _check_int("num_entries_per_token", num_entries_per_token, 1, _U32)
-        _check_int("num_sf_packs", num_sf_packs, 0, _U32)
-        _check_int("num_qps", num_qps, 0, _I32)
+        check_int("num_entries", num_entries, 1, I64)
+        check_int("hidden", hidden, 1, U32)
+        check_int("num_max_tokens", num_max_tokens, 1, U32)
+        check_int("num_entries_per_token", num_entries_per_token, 1, U32)
+        check_int("num_sf_packs", num_sf_packs, 0, U32)
+        check_int("num_qps", num_qps, 0, I32)
         self._rt = row_type(dtype)
         row_bytes = _row_bytes(hidden, self._rt)
+        if device is not None:
+            check_int("device", device, 0, I32)
+        if config is not None and not isinstance(config, Mapping):
+            raise InvalidArgumentError("config: must be a dict of key -> value, got %s" % type(config).__name__)
         cfg = {str(k): str(v) for k, v in (config or {}).items()}
         cfg.setdefault("mode", "hybrid" if allow_hybrid_mode else "direct")
         if num_qps:
@@ -142,9 +140,9 @@ class Buffer:
         """(gpu_recv_bytes, cpu_table_bytes) as DeepEP returns (num_gpu_bytes,
         num_cpu_bytes): receive bytes for num_max_tokens rows and host bytes of a
         rank's shard of num_entries rows, rows aligned to 32 bytes."""
-        _check_int("num_entries", num_entries, 1, _I64)
-        _check_int("hidden", hidden, 1, _U32)
-        _check_int("num_max_tokens", num_max_tokens, 0, _I64)
+        check_int("num_entries", num_entries, 1, I64)
+        check_int("hidden", hidden, 1, U32)
+        check_int("num_max_tokens", num_max_tokens, 0, I64)
         rt = row_type(dtype)
         _, cpu, gpu = _engram.storage_size_hint(num_entries, _row_bytes(hidden, rt), num_max_tokens)
         return gpu, cpu
@@ -188,7 +186,7 @@ class Buffer:
         Indices captured must be CUDA tensors. num_qps: spread over that many queues (0 = all; host fetches).
         use_tma_aligned_col_major_sf: scales column-major with the token
         stride 1 and a column stride of num_tokens rounded up to 4."""
-        _check_int("num_qps", num_qps, 0, _I32)
+        check_int("num_qps", num_qps, 0, I32)
         captured, other_stream = False, stream is not None
         if self.recv == "cuda":
             indices, stream, captured = self._cuda_args(indices, stream)

@@ -5,6 +5,7 @@ import socket
 from typing import Any, Callable, List, Optional
 
 from . import _engram
+from ._args import I32, check_int
 from ._engram import Error, InvalidArgumentError
 
 
@@ -108,6 +109,11 @@ def launch(nranks: int, fn: Callable[..., Any], *args, local_size: int = 0, **kw
     exception (printed), or SystemExit's code. Raises engram.Error naming the
     ranks that failed; returns the exit codes otherwise. fork: call it before
     starting threads (CUDA included) in this process."""
+
+    check_int("nranks", nranks, 1, I32)
+    check_int("local_size", local_size, 0, I32)
+    if not callable(fn):
+        raise InvalidArgumentError("launch: fn must be callable, got %s" % type(fn).__name__)
 
     def rank_main(group):
         return fn(group, *args, **kwargs)

@@ -226,6 +226,11 @@ def case_integers_past_the_c_fields_and_shape_messages(ctx):
         expect(engram.InvalidArgumentError, engram.Buffer, *args, recv="host", match=name)
     expect(engram.InvalidArgumentError, engram.Buffer, ctx.node, E, H, torch.bfloat16, T, K, num_sf_packs=2**32,
            recv="host", match="num_sf_packs")
+    for device in (2**40, -1, "cuda:0"):
+        expect(engram.InvalidArgumentError, engram.Buffer, ctx.node, E, H, torch.bfloat16, T, K, recv="host",
+               device=device, match="device")
+    expect(engram.InvalidArgumentError, engram.Buffer, ctx.node, E, H, torch.bfloat16, T, K, recv="host",
+           config=[("gpu_sms", "8")], match="config: must be a dict")
     hint = engram.Buffer.get_engram_storage_size_hint
     expect(engram.InvalidArgumentError, hint, -1, H, T, match="num_entries")
     expect(engram.InvalidArgumentError, hint, E, 2**31, T, match="4 GiB")  # 2**32 bytes of bf16

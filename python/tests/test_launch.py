@@ -70,6 +70,14 @@ def test_launch_refuses_bad_arguments():
         engram.launch(0, exits)
     with pytest.raises(engram.InvalidArgumentError, match="callable"):
         engram._engram.fork_run(2, "not callable")
+    # refused by name before any fork, not as a bare OverflowError or a failure in every rank
+    for nranks in (2**40, True, 2.0):
+        with pytest.raises(engram.InvalidArgumentError, match="nranks"):
+            engram.launch(nranks, exits)
+    with pytest.raises(engram.InvalidArgumentError, match="local_size"):
+        engram.launch(2, exits, local_size=2**40)
+    with pytest.raises(engram.InvalidArgumentError, match="fn must be callable"):
+        engram.launch(2, 5)
 
 
 def spin_during_barrier(group):
