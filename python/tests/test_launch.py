@@ -162,8 +162,13 @@ def test_group_timeout_property():
     g = engram.Group.solo()
     g.timeout_ms = 1234
     assert g.timeout_ms == 1234
-    with pytest.raises(engram.InvalidArgumentError, match="timeout_ms"):
-        g.timeout_ms = 0
+    # out of range, not an int, a bool, past a C long: all refused by name, the value kept
+    for bad in (0, -5, 2**31, 10**30, 1.5, "100", True):
+        with pytest.raises(engram.InvalidArgumentError, match="timeout_ms"):
+            g.timeout_ms = bad
+    with pytest.raises(engram.InvalidArgumentError, match="cannot be deleted"):
+        del g.timeout_ms
+    assert g.timeout_ms == 1234
 
 
 def test_callback_exception_is_the_cause():

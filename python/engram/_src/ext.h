@@ -45,9 +45,12 @@ static inline void eg_err_restore(PyObject *exc)
     PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
 }
 
-/* "O&" converters (int_args.c): a Python int in [0, UINT32_MAX] into a
- * uint32_t, in [0, INT64_MAX] into a uint64_t; anything else raises
- * InvalidArgumentError instead of wrapping as 'I' and 'K' do. */
+/* Integers in (int_args.c): *out = o when o is an int (not a bool) in
+ * [low, high]; else InvalidArgumentError "<name>: must be an integer in
+ * [low, high], got o". Returns 0 or -1. The "O&" converters do the same for
+ * [0, UINT32_MAX] into a uint32_t and [0, INT64_MAX] into a uint64_t,
+ * instead of wrapping as 'I' and 'K' do. */
+int eg_int_in(PyObject *o, const char *name, long long low, long long high, long long *out);
 int eg_arg_u32(PyObject *o, void *out);
 int eg_arg_u63(PyObject *o, void *out);
 

@@ -202,13 +202,13 @@ static int group_set_timeout_ms(eg_group_obj_t *self, PyObject *value, void *clo
     engram_group_t *g = eg_group_get((PyObject *)self);
     if (g == NULL)
         return -1;
-    long ms = value ? PyLong_AsLong(value) : -1;
-    if (ms == -1 && PyErr_Occurred())
-        return -1;
-    if (ms <= 0 || ms > INT32_MAX) {
-        eg_raise(eg_InvalidArgumentError, "Group.timeout_ms: must be in 1..%d, got %ld", INT32_MAX, ms);
+    long long ms;
+    if (value == NULL) {
+        eg_raise(eg_InvalidArgumentError, "Group.timeout_ms cannot be deleted");
         return -1;
     }
+    if (eg_int_in(value, "Group.timeout_ms", 1, INT32_MAX, &ms) < 0)
+        return -1;
     engram_group_set_timeout(g, (int)ms);
     return 0;
 }
