@@ -78,6 +78,13 @@ static inline engram_transport_shape_t engram_transport_shape_of(const engram_gr
     return s;
 }
 
+/* The rank that serves flush peer `peer` under `span` (a region's span may
+ * differ from the transport's): node peer's rail rank, or rank peer. */
+static inline int engram_transport_peer_rank(const engram_transport_shape_t *s, engram_reg_span_t span, int peer)
+{
+    return span == ENGRAM_REG_NODE_SPAN ? peer * s->local_size + s->local_rank : peer;
+}
+
 typedef struct engram_transport engram_transport_t; /* backend state */
 typedef struct engram_region engram_region_t;       /* backend state */
 typedef struct engram_request engram_request_t;     /* backend state */

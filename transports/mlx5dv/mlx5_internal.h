@@ -69,8 +69,6 @@ struct engram_transport {
     engram_region_t *regions;
 };
 
-/* Rank that serves `peer` under the transport's span. */
-int engram_mlx5_peer_rank(const engram_transport_t *t, int peer);
 engram_status_t engram_mlx5_reg_symmetric(engram_transport_t *t, engram_segment_t *seg, engram_reg_span_t span,
                                           engram_region_t **out);
 engram_status_t engram_mlx5_reg_local(engram_transport_t *t, engram_segment_t *seg, engram_region_t **out);

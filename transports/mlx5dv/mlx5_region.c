@@ -99,7 +99,7 @@ static engram_status_t learn_peers(engram_transport_t *t, engram_region_t *r, co
     if (r->remote_addr == NULL || r->rkey == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5dv reg_symmetric: out of memory for %d peers' keys", r->npeers);
     for (int p = 0; p < r->npeers; p++) {
-        const engram_mlx5_mr_info_t *info = &all[engram_mlx5_peer_rank(t, p)];
+        const engram_mlx5_mr_info_t *info = &all[engram_transport_peer_rank(&t->shape, t->shape.span, p)];
         r->remote_addr[p] = info->addr;
         r->rkey[p] = info->rkey;
     }

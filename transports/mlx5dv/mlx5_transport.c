@@ -13,11 +13,6 @@
 #include "hal/log.h"
 #include "transports/mlx5dv/mlx5_internal.h"
 
-int engram_mlx5_peer_rank(const engram_transport_t *t, int peer)
-{
-    return t->shape.span == ENGRAM_REG_NODE_SPAN ? peer * t->shape.local_size + t->shape.local_rank : peer;
-}
-
 static bool mlx5_available(engram_group_t *group, const char **why)
 {
     (void)group;
@@ -53,7 +48,7 @@ static engram_status_t queues_create(engram_transport_t *t, engram_mlx5_qp_addr_
             mlx5_conn_t *c = &t->queues[q].conns[p];
             c->queue = q;
             c->peer = p;
-            c->rank = engram_mlx5_peer_rank(t, p);
+            c->rank = engram_transport_peer_rank(&t->shape, t->shape.span, p);
             engram_mlx5_qp_addr_t *a = &mine[(size_t)q * (size_t)t->shape.npeers + (size_t)p];
             engram_status_t st = t->rings->qp_create(t->dev, MLX5_SQ_DEPTH, &c->qp, &c->rings, a);
             if (st != ENGRAM_OK)

@@ -11,11 +11,6 @@
 #include "transports/ucx/ucx.h"
 #include "transports/ucx/ucx_internal.h"
 
-int engram_ucx_peer_rank(const engram_transport_t *t, engram_reg_span_t span, int peer)
-{
-    return span == ENGRAM_REG_NODE_SPAN ? peer * t->shape.local_size + t->shape.local_rank : peer;
-}
-
 bool engram_ucx_peer_is_dead(const engram_transport_t *t, int rank)
 {
     return __atomic_load_n(&t->peer_dead[rank], __ATOMIC_RELAXED) != 0;

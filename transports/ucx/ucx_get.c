@@ -101,7 +101,7 @@ static engram_status_t get_locked(engram_transport_t *t, int queue, int peer, en
                              : ENGRAM_OK;
     if (st != ENGRAM_OK)
         return st;
-    int rank = engram_ucx_peer_rank(t, remote->span, peer);
+    int rank = engram_transport_peer_rank(&t->shape, remote->span, peer);
     if (engram_ucx_peer_is_dead(t, rank))
         return ENGRAM_ERROR(ENGRAM_ERR_PEER, "ucx get: peer rank %d has failed", rank);
     if (len == 0)
@@ -155,7 +155,7 @@ static engram_status_t flush_locked(engram_transport_t *t, int queue, int peer, 
     engram_request_t *r = calloc(1, sizeof(*r));
     if (r == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ucx flush: out of memory for a request");
-    int rank = engram_ucx_peer_rank(t, t->shape.span, peer);
+    int rank = engram_transport_peer_rank(&t->shape, t->shape.span, peer);
     ucx_queue_t *q = &t->queues[queue];
     queue_ring(q);
     r->conn = &q->conns[rank];

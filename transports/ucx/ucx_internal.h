@@ -115,8 +115,6 @@ struct engram_request {
     engram_status_t result; /* final status once ucp_req is NULL */
 };
 
-/* Rank that serves `peer` under `span` for this process. */
-int engram_ucx_peer_rank(const engram_transport_t *t, engram_reg_span_t span, int peer);
 bool engram_ucx_peer_is_dead(const engram_transport_t *t, int rank);
 /* Collective: learns which peers share this host and watches them
  * (pid_watch.h); liveness_close closes the watches. */

@@ -117,7 +117,7 @@ static void direct_prepare(int rank, char *ptr, size_t bytes)
  * queues need no key; otherwise every queue gets its own. */
 static engram_status_t region_unpack(engram_transport_t *t, engram_region_t *r, int p, const void *blob)
 {
-    int rank = engram_ucx_peer_rank(t, r->span, p);
+    int rank = engram_transport_peer_rank(&t->shape, r->span, p);
     if (rank == t->shape.rank) {
         r->direct[p] = r->local_base;
         return ENGRAM_OK;
@@ -196,7 +196,7 @@ static engram_status_t region_exchange(engram_transport_t *t, engram_region_t *r
     }
     ucx_outcome_t outcome = {.status = ENGRAM_OK, .every_direct = 1};
     for (int p = 0; p < r->npeers && outcome.status == ENGRAM_OK; p++) {
-        int rank = engram_ucx_peer_rank(t, r->span, p);
+        int rank = engram_transport_peer_rank(&t->shape, r->span, p);
         r->remote_base[p] = extents[rank].base;
         outcome.status = region_unpack(t, r, p, rkeys + (size_t)rank * stride);
         outcome.every_direct &= r->direct[p] != NULL;
