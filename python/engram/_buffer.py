@@ -7,6 +7,11 @@ library. A DeepEP user ports by swapping the buffer:
     hook = buf.engram_fetch(indices)      # [num_tokens, num_entries_per_token], global indices
     rows, sf = hook()                     # rows: [num_tokens, num_entries_per_token * hidden]
 """
+import contextlib
+import hashlib
+import json
+import logging
+import struct
 import sys
 from collections.abc import Mapping
 from typing import Any, Optional, Tuple
@@ -15,7 +20,9 @@ from . import _engram
 from ._args import I32, I64, U32, check_int
 from ._convert import converters
 from ._dtypes import row_type
-from ._engram import BadIndexError, InvalidArgumentError, StateError
+from ._engram import BadIndexError, Error, InvalidArgumentError, StateError
+
+logger = logging.getLogger("engram")
 
 _RECV = {"host": False, "cuda": True}
 
@@ -36,26 +43,93 @@ def _is_torch_tensor(x):
     return t is not None and isinstance(x, t.Tensor)
 
 
+def _check_tensor(x, what):
+    """Refuses, by name, a torch tensor engram cannot read: one on a device
+    other than the CPU or a CUDA GPU (meta, mps, xla, ...: their data_ptr is
+    no host or GPU address) or not dense (sparse, mkldnn). Other producers'
+    devices are checked from their DLPack device in the extension."""
+    if _is_torch_tensor(x):
+        torch = _torch()
+        if not (x.is_cpu or x.is_cuda):
+            raise InvalidArgumentError("%s: a tensor on torch device '%s'; engram reads CPU or CUDA tensors only "
+                                       "(move it with .cpu() or .cuda())" % (what, x.device))
+        if x.layout is not torch.strided:
+            raise InvalidArgumentError("%s: a %s tensor; engram reads dense (strided) tensors only (call "
+                                       ".to_dense())" % (what, x.layout))
+
+
+# What every rank of a Buffer must pass alike, by the name its message gives:
+# the library agrees on the table's shape in bytes only (row_bytes), so
+# float16 on one rank and bfloat16 on another, or two transports, would
+# otherwise create the buffer (and misread bits) or fail with another
+# check's words.
+_CONFIG_AGREED = ("transport", "mode", "num_qps")
+
+
+def _agree(group, mine):
+    """Collective: every rank's `mine` (a dict of str -> str) must be equal;
+    else InvalidArgumentError on every rank, naming what differs and which
+    ranks have which value. One allgather of a digest when they agree."""
+    blob = json.dumps(mine, sort_keys=True).encode()
+    digests = group.allgather(hashlib.sha256(blob).digest())
+    if len(set(digests[i:i + 32] for i in range(0, len(digests), 32))) <= 1:
+        return
+    sizes = struct.unpack("<%dQ" % group.size, group.allgather(struct.pack("<Q", len(blob))))
+    width = max(sizes)
+    raw = group.allgather(blob.ljust(width, b"\0"))
+    every = [json.loads(raw[r * width:r * width + sizes[r]]) for r in range(group.size)]
+    parts = []
+    for key in sorted(set().union(*every)):
+        values = [e.get(key) for e in every]
+        if len(set(values)) <= 1:
+            continue
+        by_value = {}
+        for r, v in enumerate(values):
+            by_value.setdefault(v, []).append(r)
+        parts.append("%s (%s)" % (key, "; ".join("%s %s: %r" % ("ranks" if len(rs) > 1 else "rank", _ranks(rs), v)
+                                                 for v, rs in by_value.items())))
+    raise InvalidArgumentError("Buffer: the ranks disagree on %s; every rank must create the buffer with the same "
+                               "arguments and configuration (config=, ENGRAM_<KEY>, ENGRAM_CONFIG_FILE)"
+                               % ", ".join(parts))
+
+
+def _ranks(rs):
+    """[0, 1, 2, 5] -> '0-2, 5'"""
+    out, start = [], rs[0]
+    for a, b in zip(rs, rs[1:] + [None]):
+        if b != a + 1:
+            out.append(str(start) if start == a else "%d-%d" % (start, a))
+            start = b
+    return ", ".join(out)
+
+
 class Hook:
     """What engram_fetch returns: call it once to wait for the rows.
 
-    ``rows, sf = hook()`` waits (the GIL released; Ctrl-C interrupts it and the
-    hook may be called again) and returns zero-copy views of the receive slot:
-    ``rows`` [num_tokens, num_entries_per_token * hidden] and ``sf``
-    [num_tokens, num_entries_per_token * num_sf_packs] int32 (None without
-    scales). The slot is released when the hook and every view of it are gone,
-    or by ``release()`` once no view is left. Out-of-range indices raise
-    engram.BadIndexError, whose ``rows``/``sf`` hold the (zero-filled for those
-    rows) result.
+    ``rows, sf = hook()`` waits (the GIL released) and returns zero-copy views
+    of the receive slot: ``rows`` [num_tokens, num_entries_per_token * hidden]
+    and ``sf`` [num_tokens, num_entries_per_token * num_sf_packs] int32 (None
+    without scales). A call that raises without handing out rows (Ctrl-C,
+    engram.TimeoutError, engram.PeerError, ...) may be repeated: it waits
+    again while the fetch is in flight, and raises the fetch's error again
+    once the library has ended it. Once rows were handed out (also inside a
+    BadIndexError) a further call is a StateError. The slot is released when
+    the hook and every view of it are gone, or by ``release()`` once no view
+    is left. Out-of-range indices raise engram.BadIndexError, whose
+    ``rows``/``sf`` hold the (zero-filled for those rows) result.
     """
 
-    __slots__ = ("_fetch", "_conv")
+    __slots__ = ("_fetch", "_conv", "_device")
 
-    def __init__(self, fetch, conv):
+    def __init__(self, fetch, conv, device=None):
         self._fetch = fetch
         self._conv = conv
+        self._device = device  # recv='cuda': the buffer's CUDA device, current while the library waits
 
     def __call__(self) -> Tuple[Any, Optional[Any]]:
+        if self._device is not None and _torch().cuda.current_device() != self._device:
+            with _torch().cuda.device(self._device):
+                return self()
         conv = self._conv
         try:
             rows, sf = self._fetch.wait_capsules() if conv.capsules else self._fetch.wait()
@@ -66,7 +140,13 @@ class Hook:
         return conv.rows(rows), (None if sf is None else conv.sf(sf))
 
     def release(self) -> None:
-        """Frees the receive slot now (BusyError while tensors still view it)."""
+        """Frees the receive slot now (BusyError while tensors still view it).
+        engram.TimeoutError: the fetch's gets had not completed within
+        timeout_ms; it is released all the same, and its receive slot is
+        retired until they complete (or the buffer is destroyed)."""
+        if self._device is not None and _torch().cuda.current_device() != self._device:
+            with _torch().cuda.device(self._device):
+                return self._fetch.release()
         self._fetch.release()
 
     @property
@@ -103,16 +183,16 @@ class Buffer:
 
         if recv not in _RECV:
             raise InvalidArgumentError("recv: must be 'cuda' or 'host', got %r" % (recv,))
-        check_int("num_entries", num_entries, 1, I64)
-        check_int("hidden", hidden, 1, U32)
-        check_int("num_max_tokens", num_max_tokens, 1, U32)
-        check_int("num_entries_per_token", num_entries_per_token, 1, U32)
-        check_int("num_sf_packs", num_sf_packs, 0, U32)
-        check_int("num_qps", num_qps, 0, I32)
+        num_entries = check_int("num_entries", num_entries, 1, I64)
+        hidden = check_int("hidden", hidden, 1, U32)
+        num_max_tokens = check_int("num_max_tokens", num_max_tokens, 1, U32)
+        num_entries_per_token = check_int("num_entries_per_token", num_entries_per_token, 1, U32)
+        num_sf_packs = check_int("num_sf_packs", num_sf_packs, 0, U32)
+        num_qps = check_int("num_qps", num_qps, 0, I32)
         self._rt = row_type(dtype)
         row_bytes = _row_bytes(hidden, self._rt)
         if device is not None:
-            check_int("device", device, 0, I32)
+            device = check_int("device", device, 0, I32)
         if config is not None and not isinstance(config, Mapping):
             raise InvalidArgumentError("config: must be a dict of key -> value, got %s" % type(config).__name__)
         cfg = {str(k): str(v) for k, v in (config or {}).items()}
@@ -121,16 +201,35 @@ class Buffer:
             cfg.setdefault("num_qps", str(num_qps))
         self.group = group if isinstance(group, Group) else as_group(group)
         self.recv = recv
+        torch = _torch()
+        cuda = recv == "cuda" and torch is not None and torch.cuda.is_available()
         if device is None:
-            t = _torch()
-            device = t.cuda.current_device() if recv == "cuda" and t is not None and t.cuda.is_available() else 0
+            device = torch.cuda.current_device() if cuda else 0
         self.device = device
         self.num_entries, self.hidden, self.num_max_tokens = num_entries, hidden, num_max_tokens
         self.num_entries_per_token, self.num_sf_packs = num_entries_per_token, num_sf_packs
-        self._table = _engram.Table(self.group, num_entries, row_bytes, num_entries_per_token, num_max_tokens,
-                                    num_sf_packs, _RECV[recv], cfg, self._rt.dl_code, self._rt.dl_bits, hidden,
-                                    device)
+        # the configuration as the library will read it (config= over ENGRAM_<KEY> over the file)
+        effective = _engram._config_values(cfg, _CONFIG_AGREED)
+        _agree(self.group, dict(
+            zip(_CONFIG_AGREED, effective), dtype=self._rt.name, num_entries=str(num_entries), hidden=str(hidden),
+            num_max_tokens=str(num_max_tokens), num_entries_per_token=str(num_entries_per_token),
+            num_sf_packs=str(num_sf_packs), recv=recv))
+        # recv='cuda': the library allocates the receive slots (and a GPU table) on the current device, so the
+        # device named is current while it does, and for every later call on the buffer (_on_device)
+        self._cuda_device = device if cuda else None
+        with self._on_device():
+            self._table = _engram.Table(self.group, num_entries, row_bytes, num_entries_per_token, num_max_tokens,
+                                        num_sf_packs, _RECV[recv], cfg, self._rt.dl_code, self._rt.dl_bits, hidden,
+                                        device)
         self._conv = {}
+
+    def _on_device(self):
+        """torch.cuda.device(self.device) where a recv='cuda' buffer's device is not the current one (the
+        library allocates, launches and waits on the current device), else a context that does nothing."""
+        d = self._cuda_device
+        if d is None or _torch().cuda.current_device() == d:
+            return contextlib.nullcontext()
+        return _torch().cuda.device(d)
 
     # -- DeepEP's API ----------------------------------------------------
 
@@ -140,9 +239,9 @@ class Buffer:
         """(gpu_recv_bytes, cpu_table_bytes) as DeepEP returns (num_gpu_bytes,
         num_cpu_bytes): receive bytes for num_max_tokens rows and host bytes of a
         rank's shard of num_entries rows, rows aligned to 32 bytes."""
-        check_int("num_entries", num_entries, 1, I64)
-        check_int("hidden", hidden, 1, U32)
-        check_int("num_max_tokens", num_max_tokens, 0, I64)
+        num_entries = check_int("num_entries", num_entries, 1, I64)
+        hidden = check_int("hidden", hidden, 1, U32)
+        num_max_tokens = check_int("num_max_tokens", num_max_tokens, 0, I64)
         rt = row_type(dtype)
         _, cpu, gpu = _engram.storage_size_hint(num_entries, _row_bytes(hidden, rt), num_max_tokens)
         return gpu, cpu
@@ -152,17 +251,24 @@ class Buffer:
         (any DLPack producer; GPU tensors are copied to the host first) and,
         with num_sf_packs > 0, the replicated global scales `sf`
         [num_ranks * num_entries, num_sf_packs] of 4-byte packs."""
-        if _is_torch_tensor(storage):
+        refused = None
+        try:  # refused here, this rank still joins the write's agreement (in the extension): no rank waits
+            _check_tensor(storage, "engram_write: storage")
+            _check_tensor(sf, "engram_write: sf")
+        except InvalidArgumentError as e:
+            refused = str(e)
+        if refused is None and _is_torch_tensor(storage):
             storage = storage.detach()
             if storage.is_cuda:
                 storage = storage.cpu()
             if self._rt.name.startswith("float8") and storage.element_size() == 1:
                 storage = storage.contiguous().view(_torch().uint8)  # DLPack 0.6 has no float8
-        if sf is not None and _is_torch_tensor(sf):
+        if refused is None and sf is not None and _is_torch_tensor(sf):
             sf = sf.detach()
             if sf.is_cuda:
                 sf = sf.cpu()
-        self._table.write(storage, sf)
+        with self._on_device():
+            self._table.write(storage, sf, refused)
 
     def engram_fetch(self, indices, num_qps: int = 0, use_tma_aligned_col_major_sf: bool = False, *,
                      stream=None) -> Hook:
@@ -186,40 +292,64 @@ class Buffer:
         Indices captured must be CUDA tensors. num_qps: spread over that many queues (0 = all; host fetches).
         use_tma_aligned_col_major_sf: scales column-major with the token
         stride 1 and a column stride of num_tokens rounded up to 4."""
-        check_int("num_qps", num_qps, 0, I32)
+        num_qps = check_int("num_qps", num_qps, 0, I32)
+        torch = _torch()
+        if self._cuda_device is not None and torch.cuda.current_device() != self._cuda_device:
+            with torch.cuda.device(self._cuda_device):  # the buffer's device, as for every call on it
+                return self.engram_fetch(indices, num_qps, use_tma_aligned_col_major_sf, stream=stream)
         captured, other_stream = False, stream is not None
         if self.recv == "cuda":
             indices, stream, captured = self._cuda_args(indices, stream)
-        torch = _torch()
         if other_stream and self.recv == "cuda" and torch is not None:
             # stream= naming the current stream is no other stream: no handshake, and none queued between two
             # fetches' kernels (an event pair there costs the fetch its SMs beside a GEMM: gpu_fetch.c)
             other_stream = stream != torch.cuda.current_stream().cuda_stream
         if (torch is not None and type(indices) is torch.Tensor and indices.dim() == 2 and not other_stream
-                and indices.dtype in (torch.int64, torch.int32) and indices.is_contiguous()):
+                and indices.dtype in (torch.int64, torch.int32) and (indices.is_cpu or indices.is_cuda)
+                and indices.layout is torch.strided and indices.is_contiguous()):
             # the fast path: the tensor's attributes instead of torch's __dlpack__ (tens of us on torch 1.13);
-            # the indices are on the stream the fetch runs on, so no stream handshake is needed
-            fetch = self._table.fetch_ptr(indices.data_ptr(), indices.shape[0], indices.shape[1],
-                                          64 if indices.dtype == torch.int64 else 32, 2 if indices.is_cuda else 1,
-                                          num_qps, use_tma_aligned_col_major_sf, captured, stream, indices)
+            # the indices are on the stream the fetch runs on, so no stream handshake is needed. Only a dense
+            # CPU or CUDA tensor's data_ptr is an address the library may read (a meta tensor's is 0).
+            fetch = self._table._fetch_ptr(indices.data_ptr(), indices.shape[0], indices.shape[1],
+                                           64 if indices.dtype == torch.int64 else 32, 2 if indices.is_cuda else 1,
+                                           num_qps, use_tma_aligned_col_major_sf, captured, stream, indices)
         else:
+            _check_tensor(indices, "engram_fetch: indices")
             fetch = self._table.fetch(indices, num_qps, use_tma_aligned_col_major_sf, stream, captured)
         conv = self._conv.get(type(indices))
         if conv is None:
             conv = self._conv[type(indices)] = converters(indices, self._rt)
-        return Hook(fetch, conv)
+        return Hook(fetch, conv, self._cuda_device)
 
     def destroy(self) -> None:
         """Collective teardown. engram.BusyError (on every rank) while any rank
         still holds a hook not called or released, or tensors viewing fetched
-        rows; the buffer then stays usable. Destroying twice is harmless."""
-        self._table.destroy()
+        rows; the buffer then stays usable. Destroying twice, or from two
+        threads at once, is harmless."""
+        with self._on_device():
+            self._table.destroy()
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.destroy()
+    def __exit__(self, exc_type, exc, tb):
+        """Destroys the buffer. Leaving on an exception, that exception is what
+        propagates: a destroy that fails then (engram.BusyError while tensors
+        viewing fetched rows are still alive, e.g. in the frame the exception
+        left) is attached to it as a note and the buffer stays; call
+        destroy() again, collectively, once those tensors are gone."""
+        if exc is None:
+            self.destroy()
+            return False
+        try:
+            self.destroy()
+        except Error as e:
+            note = ("engram.Buffer was not destroyed on the way out of its with block (%s: %s); call destroy() on "
+                    "every rank once the tensors viewing its rows are gone" % (type(e).__name__, e))
+            if hasattr(exc, "add_note"):
+                exc.add_note(note)
+            else:  # Python 3.10: no notes, and the caller never sees this error otherwise
+                logger.warning("%s (while %s propagated)", note, type(exc).__name__)
         return False
 
     # -- introspection ---------------------------------------------------
@@ -253,9 +383,15 @@ class Buffer:
                                            "(a cudaStream_t as an int; 0 = the default stream)")
             return indices, int(stream), False
         if stream is None:
-            stream = torch.cuda.current_stream()
-        handle = stream.cuda_stream if hasattr(stream, "cuda_stream") else int(stream)
-        captured = torch.cuda.is_current_stream_capturing()
+            handle = torch.cuda.current_stream().cuda_stream
+            captured = torch.cuda.is_current_stream_capturing()
+        else:
+            sdev = getattr(stream, "device", None)
+            if getattr(sdev, "type", None) == "cuda" and sdev.index is not None and sdev.index != self.device:
+                raise InvalidArgumentError("engram_fetch: stream= is a stream of cuda:%d; the buffer's rows are on "
+                                           "cuda:%d" % (sdev.index, self.device))
+            handle = stream.cuda_stream if hasattr(stream, "cuda_stream") else int(stream)
+            captured = self._capturing(torch, stream, handle)
         if captured and self.group.local_size < self.group.size and self.transport != "nccl_gin":
             raise StateError("engram_fetch: CUDA graph capture needs every rank on one node (or nccl_gin): rows "
                              "from other nodes come through the host transport, which a graph cannot replay")
@@ -263,6 +399,11 @@ class Buffer:
             raise InvalidArgumentError("engram_fetch: under CUDA graph capture indices must be a CUDA tensor "
                                        "(a static one the graph reads at each replay)")
         if _is_torch_tensor(indices):
+            _check_tensor(indices, "engram_fetch: indices")
+            if indices.is_cuda and indices.get_device() != self.device:
+                raise InvalidArgumentError("engram_fetch: indices are on cuda:%d; the buffer's rows are on cuda:%d "
+                                           "(move them with .to('cuda:%d'))"
+                                           % (indices.get_device(), self.device, self.device))
             if not indices.is_cuda:
                 indices = indices.to(torch.device("cuda", self.device), non_blocking=True)
             if indices.dtype != torch.int64:
@@ -270,3 +411,17 @@ class Buffer:
             if not indices.is_contiguous():
                 indices = indices.contiguous()
         return indices, handle, captured
+
+    @staticmethod
+    def _capturing(torch, stream, handle):
+        """Whether `stream` (the fetch's, a torch stream or a cudaStream_t) is
+        being captured into a CUDA graph: torch answers for the current stream
+        only, so the fetch's is made current while it does."""
+        if handle == torch.cuda.current_stream().cuda_stream:
+            return torch.cuda.is_current_stream_capturing()
+        if not hasattr(stream, "cuda_stream"):
+            if handle == 0:
+                return False  # the legacy default stream is never captured
+            stream = torch.cuda.ExternalStream(handle)
+        with torch.cuda.stream(stream):
+            return torch.cuda.is_current_stream_capturing()

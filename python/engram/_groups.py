@@ -48,7 +48,7 @@ class Group(_engram.Group):
                 rank, size, lambda obj: _torch_allgather_object(dist, cpu, obj, size))
         if local_rank is None and os.environ.get("LOCAL_RANK"):
             local_rank = int(os.environ["LOCAL_RANK"])
-        _check_local(rank, size, local_rank, local_size)
+        local_rank, local_size = _check_local(rank, size, local_rank, local_size)
 
         def allgather(data: bytes):
             n = len(data)
@@ -77,7 +77,7 @@ class Group(_engram.Group):
             node = comm.Split_type(MPI.COMM_TYPE_SHARED)
             local_size = node.Get_size()
             node.Free()
-        _check_local(rank, size, None, local_size)
+        _, local_size = _check_local(rank, size, None, local_size)
         g = cls._from_callbacks(rank, size, local_size, lambda data: b"".join(comm.allgather(bytes(data))),
                                 comm.Barrier)
         g._keep = comm
@@ -110,8 +110,8 @@ def launch(nranks: int, fn: Callable[..., Any], *args, local_size: int = 0, **kw
     ranks that failed; returns the exit codes otherwise. fork: call it before
     starting threads (CUDA included) in this process."""
 
-    check_int("nranks", nranks, 1, I32)
-    check_int("local_size", local_size, 0, I32)
+    nranks = check_int("nranks", nranks, 1, I32)
+    local_size = check_int("local_size", local_size, 0, I32)
     if not callable(fn):
         raise InvalidArgumentError("launch: fn must be callable, got %s" % type(fn).__name__)
 
@@ -151,8 +151,14 @@ def _local_size_from_hosts(rank, size, allgather_object):
 
 
 def _check_local(rank, size, local_rank, local_size):
-    if not isinstance(local_size, int) or local_size < 1 or size % local_size:
+    """(local_rank, local_size) as ints, checked against the group (operator.index() values taken)."""
+    local_size = check_int("local_size", local_size, 1, I32)
+    if size % local_size:
         raise InvalidArgumentError("local_size: must divide the group size %d, got %r" % (size, local_size))
-    if local_rank is not None and local_rank != rank % local_size:
-        raise InvalidArgumentError("local_rank: %d, but rank %d with local_size %d is local rank %d (engram's "
-                                   "nodes are consecutive ranks)" % (local_rank, rank, local_size, rank % local_size))
+    if local_rank is not None:
+        local_rank = check_int("local_rank", local_rank, 0, I32)
+        if local_rank != rank % local_size:
+            raise InvalidArgumentError("local_rank: %d, but rank %d with local_size %d is local rank %d (engram's "
+                                       "nodes are consecutive ranks)" % (local_rank, rank, local_size,
+                                                                         rank % local_size))
+    return local_rank, local_size

@@ -184,6 +184,77 @@ def case_context_manager_destroys_on_exception(ctx):
     assert buf.destroyed
 
 
+def case_exception_in_with_is_each_ranks_own(ctx):
+    """Every rank leaves its with block on its own exception while its rows
+    are alive: each keeps its own exception (destroy's BusyError is a note on
+    it), the buffer stays, and goes once the rows are dropped."""
+    mine = "rank %d's own failure" % ctx.rank
+    try:
+        with ctx.buffer() as buf:
+            buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
+            rows, _ = buf.engram_fetch(ctx.indices)()
+            raise LookupError(mine)
+    except LookupError as e:
+        assert str(e) == mine, e
+        notes = getattr(e, "__notes__", [])
+        assert not hasattr(e, "add_note") or any("BusyError" in n for n in notes), notes
+    assert not buf.destroyed
+    del rows
+    buf.destroy()
+    assert buf.destroyed
+
+
+def case_exception_in_with_on_one_rank(ctx):
+    """Rank 0 fails inside the block, the others leave it normally: rank 0
+    keeps its exception; the others' destroy says the rows of some rank are
+    still alive; all destroy once rank 0 dropped them."""
+    held = {}
+    try:
+        with ctx.buffer() as buf:
+            buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
+            held["rows"], _ = buf.engram_fetch(ctx.indices)()
+            if ctx.rank == 0:
+                raise LookupError("rank 0 only")
+            held.clear()
+        raise AssertionError("the with block left without an error")
+    except LookupError as e:
+        assert ctx.rank == 0 and str(e) == "rank 0 only", (ctx.rank, e)
+    except engram.BusyError as e:
+        assert ctx.rank != 0 and "still alive" in str(e), (ctx.rank, e)
+    held.clear()
+    buf.destroy()
+    assert buf.destroyed
+
+
+def case_ranks_disagree_on_dtype_of_equal_width(ctx):
+    """float16 on rank 0, bfloat16 elsewhere: the same row_bytes (all the
+    library compares), refused on every rank naming the dtypes."""
+    dtype = torch.float16 if ctx.rank == 0 else torch.bfloat16
+    e = expect(engram.InvalidArgumentError, ctx.buffer, dtype=dtype, match="disagree on dtype")
+    assert "rank 0: 'float16'; ranks 1-%d: 'bfloat16'" % (ctx.world - 1) in str(e), e
+
+
+def case_ranks_disagree_on_transport(ctx):
+    """ucx on rank 1, loopback elsewhere: refused naming the transport (not num_qps)."""
+    config = dict(ctx.config, transport="ucx" if ctx.rank == 1 else "loopback")
+    e = expect(engram.InvalidArgumentError, engram.Buffer, ctx.node, E, H, torch.bfloat16, T, K, recv="host",
+               config=config, match="disagree on transport")
+    assert "rank 1: 'ucx'" in str(e) and "num_qps" not in str(e), e
+
+
+def case_meta_and_numpy_integers(ctx):
+    import numpy as np
+
+    with engram.Buffer(ctx.node, np.int64(E), np.int64(H), torch.bfloat16, np.int32(T), np.int64(K), recv="host",
+                       config=ctx.config) as buf:
+        buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
+        for dtype in (torch.int32, torch.int64):  # a meta tensor's data_ptr is 0: never read
+            expect(engram.InvalidArgumentError, buf.engram_fetch, torch.empty((T, K), dtype=dtype, device="meta"),
+                   match="'meta'")
+        rows, _ = buf.engram_fetch(ctx.indices, num_qps=np.int64(1))()
+        del rows
+
+
 def case_bad_arguments(ctx):
     with ctx.buffer() as buf:
         bf = ctx.shard_bytes.view(torch.bfloat16)

@@ -47,9 +47,16 @@ static void array_dealloc(eg_array_t *a)
     PyObject_Free(a);
 }
 
-/* DLManagedTensor.deleter: may run on any thread, with or without the GIL */
+/* DLManagedTensor.deleter: may run on any thread, with or without the GIL,
+ * and after the interpreter has finalized (a consumer that frees its
+ * tensors at exit): then no Python object may be touched, nor the GIL
+ * taken, and the fetch is left to the process's end. */
 static void exported_deleter(DLManagedTensor *mt)
 {
+    if (eg_finalizing()) {
+        free(mt);
+        return;
+    }
     PyGILState_STATE gs = PyGILState_Ensure();
     eg_fetch_t *owner = mt->manager_ctx;
     owner->views--;

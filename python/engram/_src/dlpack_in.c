@@ -1,6 +1,7 @@
 /* Tensors in: any object with __dlpack__ (torch, numpy, cupy, ...), imported
  * as the DLPack protocol asks (stream passed to CUDA producers so their work
  * is ordered before ours; the capsule renamed "used_dltensor" once taken). */
+#include <stdio.h>
 #include <string.h>
 
 #include "ext.h"
@@ -8,6 +9,45 @@
 int eg_dl_is_host(const DLTensor *t)
 {
     return t->device.device_type == kDLCPU || t->device.device_type == kDLCUDAHost;
+}
+
+const char *eg_dl_device_name(int device_type, char *buf, size_t len)
+{
+    switch (device_type) {
+    case kDLCPU:
+        return "CPU";
+    case kDLCUDA:
+        return "CUDA";
+    case kDLCUDAHost:
+        return "CUDA host (pinned)";
+    case kDLOpenCL:
+        return "OpenCL";
+    case kDLVulkan:
+        return "Vulkan";
+    case kDLMetal:
+        return "Metal";
+    case kDLVPI:
+        return "VPI";
+    case kDLROCM:
+        return "ROCm";
+    case kDLROCMHost:
+        return "ROCm host";
+    case kDLExtDev:
+        return "ext_dev";
+    case kDLCUDAManaged:
+        return "CUDA managed";
+    case 14:
+        return "oneAPI";
+    case 15:
+        return "WebGPU";
+    case 16:
+        return "Hexagon";
+    case 17:
+        return "MAIA";
+    default:
+        snprintf(buf, len, "DLPack device type %d", device_type);
+        return buf;
+    }
 }
 
 static int is_cuda_device(long type)

@@ -76,9 +76,15 @@ static PyObject *error_type(engram_status_t st)
     }
 }
 
-/* Sets `type(message)` with status attributes. */
+/* Sets `type(message)` with status attributes. The library's error lines
+ * the message carries are not logged as well (eg_log_drop_raised). */
 static void set_error(PyObject *type, engram_status_t st, PyObject *message)
 {
+    const char *text = PyUnicode_AsUTF8(message);
+    if (text != NULL)
+        eg_log_drop_raised(text);
+    else
+        PyErr_Clear();
     PyObject *exc = PyObject_CallOneArg(type, message);
     if (exc == NULL)
         return;

@@ -45,8 +45,8 @@ static inline void eg_err_restore(PyObject *exc)
     PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
 }
 
-/* Integers in (int_args.c): *out = o when o is an int (not a bool) in
- * [low, high]; else InvalidArgumentError "<name>: must be an integer in
+/* Integers in (int_args.c): *out = o when operator.index() takes o (an
+ * int, numpy's integer scalars; never a bool) and it lies in [low, high]; else InvalidArgumentError "<name>: must be an integer in
  * [low, high], got o". Returns 0 or -1. The "O&" converters do the same for
  * [0, UINT32_MAX] into a uint32_t and [0, INT64_MAX] into a uint64_t,
  * instead of wrapping as 'I' and 'K' do. */
@@ -56,6 +56,29 @@ int eg_arg_u63(PyObject *o, void *out);
 
 /* _set_log_callback(fn or None): the library's log lines to fn (log_bridge.c). */
 PyObject *eg_set_log_callback(PyObject *self, PyObject *fn);
+/* Log what the caller cannot see, raise what it can (log_bridge.c): between
+ * eg_log_hold() and eg_log_flush() (nested: the outermost flush counts) the
+ * ERROR lines the library logs on this thread are held; raising an
+ * exception (errors.c) drops those its message carries, and eg_log_flush
+ * (GIL held) logs the others. eg_log_discard_since(eg_log_mark()) drops
+ * what a call logged after the mark (a call made only to join a
+ * collective, whose refusal is this rank's own). */
+void eg_log_hold(void);
+void eg_log_flush(void);
+int eg_log_mark(void);
+void eg_log_discard_since(int mark);
+void eg_log_drop_raised(const char *message);
+
+/* Whether the interpreter is finalizing (or gone): no Python may run, and
+ * PyGILState_Ensure must not be called. */
+static inline int eg_finalizing(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return !Py_IsInitialized() || Py_IsFinalizing();
+#else
+    return !Py_IsInitialized() || _Py_IsFinalizing();
+#endif
+}
 
 /* monotonic clock in nanoseconds */
 int64_t eg_now_ns(void);
@@ -72,6 +95,9 @@ typedef struct eg_dl_in {
 int eg_dl_import(PyObject *obj, PyObject *stream, const char *param, eg_dl_in_t *out);
 void eg_dl_release(eg_dl_in_t *in);
 int eg_dl_is_host(const DLTensor *t);
+/* A DLPack device type's name ("CPU", "CUDA", "Metal", ..., "device type
+ * N" for one this header does not know), for refusals that name it. */
+const char *eg_dl_device_name(int device_type, char *buf, size_t len);
 
 /* groups (group.c) */
 typedef struct eg_group_obj eg_group_obj_t;
@@ -107,6 +133,8 @@ typedef struct eg_table {
     int nranks, local_size;
 } eg_table_t;
 extern PyTypeObject eg_TableType;
+/* _config_values(config, keys): the effective value of each key (text) for a config dict (table.c). */
+PyObject *eg_config_values(PyObject *self, PyObject *args);
 /* Takes the table lock without holding the GIL while blocked. */
 void eg_table_lock(eg_table_t *t);
 void eg_table_unlock(eg_table_t *t);
@@ -117,8 +145,10 @@ typedef struct eg_fetch {
     engram_fetch_t *f; /* NULL once released */
     uint32_t num_tokens;
     unsigned flags;
-    int waited;          /* the hook has been called */
+    int waited;          /* the hook has handed out its rows (or a BadIndexError carrying them) */
     int waiting;         /* a thread is in wait() now (without the GIL) */
+    engram_status_t failed; /* the library ended the fetch with this error (the hook raises it again) */
+    PyObject *fail_message; /* its message (str), as engram_last_error() had it then */
     int captured;        /* issued during CUDA graph capture: never waited on the host */
     Py_ssize_t views;    /* live Array objects and exported DLPack tensors */
     eg_dl_in_t indices;  /* recv='cuda': the device indices, kept until release */
@@ -130,7 +160,9 @@ PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_
                          int captured);
 /* The same from (data_ptr, rows, cols, bits, DLPack device type, num_qps,
  * col_major, captured, stream, keep): torch tensors' attributes, read in
- * Python at a fraction of the cost of torch's __dlpack__. */
+ * Python at a fraction of the cost of torch's __dlpack__ (Table._fetch_ptr:
+ * private, as it reads whatever address it is given; engram.Buffer passes
+ * only a dense CPU or CUDA tensor's). */
 PyObject *eg_fetch_issue_ptr(eg_table_t *t, PyObject *args);
 
 extern PyTypeObject eg_ArrayType;

@@ -64,14 +64,17 @@ static int check_indices(const eg_table_t *t, const indices_t *x)
     if ((uintptr_t)x->data % (unsigned)(x->bits / 8) != 0)
         return refuse("engram_fetch: indices must be aligned to their %d-byte elements (data at %p); copy them",
                       x->bits / 8, x->data);
+    char name[48];
+    const char *device = eg_dl_device_name(x->device_type, name, sizeof(name));
     if (cuda && x->device_type != kDLCUDA && x->device_type != kDLCUDAManaged)
-        return refuse("engram_fetch: a recv='cuda' buffer takes indices in GPU memory (got DLPack device type %d)",
-                      x->device_type);
+        return refuse("engram_fetch: a recv='cuda' buffer takes indices in CUDA GPU memory, got %s memory", device);
     if (cuda && x->bits != 64)
         return refuse("engram_fetch: GPU indices must be int64 (got int32; engram.Buffer converts torch tensors)");
     if (!cuda && x->device_type != kDLCPU && x->device_type != kDLCUDAHost)
-        return refuse("engram_fetch: a recv='host' buffer takes indices in host memory (got DLPack device type %d)",
-                      x->device_type);
+        return refuse("engram_fetch: a recv='host' buffer takes indices in host (CPU) memory, got %s memory", device);
+    if (x->data == NULL && x->rows > 0 && x->cols > 0)
+        return refuse("engram_fetch: indices have no data (a NULL data pointer with %lld x %lld elements)",
+                      (long long)x->rows, (long long)x->cols);
     return 0;
 }
 
@@ -117,12 +120,20 @@ static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col
     self->waiting = 0;
     self->captured = captured;
     self->views = 0;
+    self->failed = ENGRAM_OK;
+    self->fail_message = NULL;
     self->has_indices = 0;
     self->keep = NULL;
     memset(&self->indices, 0, sizeof(self->indices));
     int queues = num_qps > 0 && num_qps < t->queues ? num_qps : t->queues;
     engram_status_t st;
     eg_table_lock(t);
+    if (t->table == NULL) { /* destroyed by another thread since the caller looked */
+        eg_table_unlock(t);
+        PyMem_Free(wide);
+        Py_DECREF(self);
+        return (eg_fetch_t *)eg_raise(eg_StateError, "engram_fetch: the buffer has been destroyed");
+    }
     Py_BEGIN_ALLOW_THREADS
     if (cuda)
         st = engram_fetch_on_stream(t->table, idx, num_tokens, self->flags, cuda_stream, &self->f);
@@ -297,6 +308,11 @@ static PyObject *raise_bad_index(eg_fetch_t *self, const char *message, PyObject
     return NULL;
 }
 
+/* The hook's one rule: a call that hands out no rows (interrupted, timed
+ * out here, or the fetch failed in the library) leaves the hook callable
+ * again, which waits again or, for a fetch the library ended, raises the
+ * same error again; once rows were handed out (also inside a
+ * BadIndexError) the hook is spent. */
 static PyObject *wait_views(eg_fetch_t *self, int as_capsules)
 {
     if (self->f == NULL)
@@ -304,14 +320,14 @@ static PyObject *wait_views(eg_fetch_t *self, int as_capsules)
     if (self->waited)
         return eg_raise(eg_StateError, "engram_fetch hook: already called (a hook returns its rows once; "
                                        "keep the tensors it returned)");
-    self->waited = 1;
+    if (self->waiting)
+        return eg_raise(eg_BusyError, "engram_fetch hook: another thread is waiting on this fetch");
     engram_status_t st = ENGRAM_OK;
+    self->waiting = 1;
     if (!self->captured) {
-        self->waiting = 1;
         st = sliced_wait(self);
-        self->waiting = 0;
         if (st == ENGRAM_INPROGRESS) {
-            self->waited = 0; /* interrupted or timed out: the hook may be called again */
+            self->waiting = 0; /* interrupted or timed out here: the hook may be called again */
             return NULL;
         }
     }
@@ -328,17 +344,29 @@ static PyObject *wait_views(eg_fetch_t *self, int as_capsules)
     } else {
         snprintf(message, sizeof(message), "%s", engram_last_error());
     }
+    self->waiting = 0;
     if (st != ENGRAM_OK && st != ENGRAM_ERR_BAD_INDEX) {
         if (self->captured)
             return eg_raise(eg_StateError,
                             "engram_fetch hook under CUDA graph capture: the library could not hand out the "
                             "rows without waiting on the host (%s)", message);
+        /* The library's status is the fetch's own from here on, but its
+         * message is logged (and kept as engram_last_error) only when it
+         * first fails: keep it for the calls that raise it again. */
+        if (self->failed == st && self->fail_message != NULL)
+            return eg_raise_status_msg(st, "engram_fetch hook", PyUnicode_AsUTF8(self->fail_message));
+        PyObject *m = PyUnicode_DecodeUTF8(message, (Py_ssize_t)strlen(message), "backslashreplace");
+        if (m == NULL)
+            return NULL;
+        Py_XSETREF(self->fail_message, m);
+        self->failed = st;
         return eg_raise_status_msg(st, "engram_fetch hook", message);
     }
     /* the exception carries Arrays: its rows go through the caller's converters */
     PyObject *views = make_views(self, rows, sf, as_capsules && st == ENGRAM_OK);
     if (views == NULL)
         return NULL;
+    self->waited = 1; /* rows handed out */
     if (st == ENGRAM_ERR_BAD_INDEX) {
         raise_bad_index(self, message, views);
         Py_DECREF(views);
@@ -350,21 +378,31 @@ static PyObject *wait_views(eg_fetch_t *self, int as_capsules)
 static PyObject *fetch_wait(eg_fetch_t *self, PyObject *noargs)
 {
     (void)noargs;
-    return wait_views(self, 0);
+    eg_log_hold();
+    PyObject *r = wait_views(self, 0);
+    eg_log_flush();
+    return r;
 }
 
 static PyObject *fetch_wait_capsules(eg_fetch_t *self, PyObject *noargs)
 {
     (void)noargs;
-    return wait_views(self, 1);
+    eg_log_hold();
+    PyObject *r = wait_views(self, 1);
+    eg_log_flush();
+    return r;
 }
 
-static void fetch_release_slot(eg_fetch_t *self)
+/* Ends the fetch (if not yet) and drops what it keeps; the library's
+ * status: ENGRAM_ERR_TIMEOUT when its gets had not completed (the slot is
+ * retired until they do). */
+static engram_status_t fetch_release_slot(eg_fetch_t *self)
 {
+    engram_status_t st = ENGRAM_OK;
     if (self->f != NULL) {
         eg_table_lock(self->table);
         Py_BEGIN_ALLOW_THREADS
-        engram_fetch_release(self->f);
+        st = engram_fetch_release(self->f);
         Py_END_ALLOW_THREADS
         eg_table_unlock(self->table);
         self->f = NULL;
@@ -374,6 +412,7 @@ static void fetch_release_slot(eg_fetch_t *self)
         self->has_indices = 0;
     }
     Py_CLEAR(self->keep);
+    return st;
 }
 
 static PyObject *fetch_release(eg_fetch_t *self, PyObject *noargs)
@@ -385,13 +424,25 @@ static PyObject *fetch_release(eg_fetch_t *self, PyObject *noargs)
         return eg_raise(eg_BusyError,
                         "release: %zd tensors still view this fetch's rows; drop them first (the slot is "
                         "released by itself when the last one goes)", self->views);
-    fetch_release_slot(self);
+    eg_log_hold();
+    engram_status_t st = fetch_release_slot(self);
+    /* released either way; a timeout is the caller's to know (the slot is retired, not free) */
+    if (st != ENGRAM_OK)
+        eg_raise_status(st, "release");
+    eg_log_flush();
+    if (st != ENGRAM_OK)
+        return NULL;
     Py_RETURN_NONE;
 }
 
 static void fetch_dealloc(eg_fetch_t *self)
 {
-    fetch_release_slot(self);
+    /* a release nobody sees: the library's line about a timed-out one is logged */
+    PyObject *pending = eg_err_take();
+    (void)fetch_release_slot(self);
+    if (pending != NULL)
+        eg_err_restore(pending);
+    Py_XDECREF(self->fail_message);
     Py_XDECREF(self->table);
     PyObject_Free(self);
 }
@@ -415,12 +466,14 @@ static PyObject *fetch_get_num_tokens(eg_fetch_t *self, void *c)
 static PyMethodDef fetch_methods[] = {
     {"wait", (PyCFunction)fetch_wait, METH_NOARGS,
      "wait()\n--\n\nWaits for the rows (GIL released, Ctrl-C interrupts) and returns (rows, sf) as DLPack "
-     "arrays viewing the receive slot; sf is None without scales. Once only."},
+     "arrays viewing the receive slot; sf is None without scales. Rows are handed out once; a call that raised "
+     "without them may be repeated."},
     {"wait_capsules", (PyCFunction)fetch_wait_capsules, METH_NOARGS,
      "wait_capsules()\n--\n\nAs wait(), the views as 'dltensor' capsules (for torch._C._from_dlpack); a "
      "BadIndexError still carries Arrays."},
     {"release", (PyCFunction)fetch_release, METH_NOARGS,
-     "release()\n--\n\nFrees the receive slot now (BusyError while tensors still view it)."},
+     "release()\n--\n\nFrees the receive slot now (BusyError while tensors still view it; TimeoutError when "
+     "its gets had not completed: released, the slot retired until they do)."},
     {NULL},
 };
 

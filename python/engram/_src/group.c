@@ -34,7 +34,11 @@ static int cb_allgather(void *ctx, const void *send, void *recv, size_t bytes)
     PyObject *arg = PyBytes_FromStringAndSize(send, (Py_ssize_t)bytes);
     eg_group_obj_t *outer = in_callback;
     in_callback = self;
-    PyObject *res = arg ? PyObject_CallOneArg(self->allgather, arg) : NULL;
+    PyObject *res = NULL;
+    if (arg != NULL && self->allgather == NULL) /* cleared by the garbage collector (tp_clear) */
+        eg_raise(eg_StateError, "engram group: its allgather callback is gone (the group was collected)");
+    else if (arg != NULL)
+        res = PyObject_CallOneArg(self->allgather, arg);
     in_callback = outer;
     Py_XDECREF(arg);
     if (res != NULL) {
@@ -64,7 +68,9 @@ static int cb_barrier(void *ctx)
     PyGILState_STATE gs = PyGILState_Ensure();
     eg_group_obj_t *outer = in_callback;
     in_callback = self;
-    PyObject *res = PyObject_CallNoArgs(self->barrier);
+    PyObject *res = self->barrier != NULL ? PyObject_CallNoArgs(self->barrier)
+                                          : eg_raise(eg_StateError, "engram group: its barrier callback is gone (the "
+                                                                    "group was collected)");
     in_callback = outer;
     int rc = res == NULL;
     if (rc)
@@ -102,11 +108,15 @@ static PyObject *group_from_callbacks(PyObject *cls, PyObject *args, PyObject *k
         .allgather = cb_allgather,
         .barrier = cb_barrier,
     };
+    eg_log_hold();
     engram_status_t st = engram_group_callbacks_create(&cb, &self->g);
     if (st != ENGRAM_OK) {
         Py_DECREF(self);
-        return eg_raise_status(st, "Group");
+        eg_raise_status(st, "Group");
+        eg_log_flush();
+        return NULL;
     }
+    eg_log_flush();
     return (PyObject *)self;
 }
 
@@ -116,11 +126,15 @@ static PyObject *group_solo(PyObject *cls, PyObject *noargs)
     eg_group_obj_t *self = group_alloc((PyTypeObject *)cls);
     if (self == NULL)
         return NULL;
+    eg_log_hold();
     engram_status_t st = engram_group_solo_create(&self->g);
     if (st != ENGRAM_OK) {
         Py_DECREF(self);
-        return eg_raise_status(st, "Group.solo");
+        eg_raise_status(st, "Group.solo");
+        eg_log_flush();
+        return NULL;
     }
+    eg_log_flush();
     return (PyObject *)self;
 }
 
@@ -173,13 +187,30 @@ void eg_group_chain_error(PyObject *group)
     }
 }
 
+/* The callbacks are Python objects that may refer back to the group (a
+ * closure over it, a buffer holding it): the collector must see them. */
+static int group_traverse(eg_group_obj_t *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->allgather);
+    Py_VISIT(self->barrier);
+    Py_VISIT(self->cb_error);
+    return 0;
+}
+
+static int group_clear(eg_group_obj_t *self)
+{
+    Py_CLEAR(self->allgather);
+    Py_CLEAR(self->barrier);
+    Py_CLEAR(self->cb_error);
+    return 0;
+}
+
 static void group_dealloc(eg_group_obj_t *self)
 {
+    PyObject_GC_UnTrack(self);
     if (self->g != NULL && !self->borrowed)
         engram_group_destroy(self->g);
-    Py_XDECREF(self->allgather);
-    Py_XDECREF(self->barrier);
-    Py_XDECREF(self->cb_error);
+    group_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -220,14 +251,17 @@ static PyObject *group_barrier(eg_group_obj_t *self, PyObject *noargs)
     if (g == NULL)
         return NULL;
     engram_status_t st;
+    eg_log_hold();
     Py_BEGIN_ALLOW_THREADS
     st = engram_group_barrier(g);
     Py_END_ALLOW_THREADS
     if (st != ENGRAM_OK) {
         eg_raise_status(st, "Group.barrier");
         eg_group_chain_error((PyObject *)self);
-        return NULL;
     }
+    eg_log_flush();
+    if (st != ENGRAM_OK)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -242,6 +276,7 @@ static PyObject *group_allgather(eg_group_obj_t *self, PyObject *arg)
     Py_ssize_t n = engram_group_size(g);
     PyObject *out = PyBytes_FromStringAndSize(NULL, view.len * n);
     engram_status_t st = ENGRAM_OK;
+    eg_log_hold();
     if (out != NULL) {
         char *dst = PyBytes_AS_STRING(out);
         Py_BEGIN_ALLOW_THREADS
@@ -254,6 +289,7 @@ static PyObject *group_allgather(eg_group_obj_t *self, PyObject *arg)
         eg_raise_status(st, "Group.allgather");
         eg_group_chain_error((PyObject *)self);
     }
+    eg_log_flush();
     return out;
 }
 
@@ -305,7 +341,10 @@ static PyGetSetDef group_getset[] = {
 PyTypeObject eg_GroupType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "engram._engram.Group",
     .tp_basicsize = sizeof(eg_group_obj_t),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)group_traverse,
+    .tp_clear = (inquiry)group_clear,
+    .tp_free = PyObject_GC_Del,
     .tp_doc = "The ranks of an engram buffer and their collectives. Make one with Group.from_torch(pg), "
               "Group.from_mpi(comm), Group.solo(), or receive one from engram.launch().",
     .tp_dealloc = (destructor)group_dealloc,

@@ -6,8 +6,18 @@
  * the transports' own threads run without it), so it takes the GIL with
  * PyGILState_Ensure and never runs Python while the interpreter finalizes:
  * a line logged then goes to stderr. The callback is read and replaced
- * only under the GIL, so replacing it never frees one in use. */
+ * only under the GIL, so replacing it never frees one in use.
+ *
+ * Log what the caller cannot see, raise what it can: the library logs an
+ * error line where it detects the error and returns its status, which the
+ * extension raises with the same text. While a call into the library is
+ * held (eg_log_hold .. eg_log_flush, on this thread), its ERROR lines wait;
+ * the exception raised for the call drops those its message carries
+ * (eg_log_drop_raised, from errors.c), and the rest are logged when the
+ * outermost hold ends. Other threads' lines (a transport's own) and the
+ * other levels pass at once. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -30,15 +40,6 @@ static int logging_level(engram_log_level_t level)
     default:
         return 10;
     }
-}
-
-static int finalizing(void)
-{
-#if PY_VERSION_HEX >= 0x030D0000
-    return Py_IsFinalizing();
-#else
-    return _Py_IsFinalizing();
-#endif
 }
 
 static void to_stderr(int level, const char *file, int line, const char *msg)
@@ -75,11 +76,120 @@ static void call_back(int level, const char *file, int line, const char *msg)
         eg_err_restore(pending);
 }
 
+/* ---- lines held while a call runs ---- */
+
+enum { HELD_MAX = 32 };
+
+typedef struct held_line {
+    int level, line, dropped;
+    char *file, *msg;
+} held_line_t;
+
+static _Thread_local struct {
+    int depth;
+    int n;
+    held_line_t lines[HELD_MAX];
+} held;
+
+void eg_log_hold(void)
+{
+    held.depth++;
+}
+
+int eg_log_mark(void)
+{
+    return held.n;
+}
+
+void eg_log_discard_since(int mark)
+{
+    for (int i = mark; i < held.n; i++)
+        held.lines[i].dropped = 1;
+}
+
+/* The line's text without the " (<status>)" the library appends to an
+ * error line, as engram_last_error() (the raised message's detail) has it. */
+static size_t text_len(const char *msg)
+{
+    size_t n = strlen(msg);
+    if (n > 0 && msg[n - 1] == ')') {
+        const char *open = strrchr(msg, '(');
+        if (open != NULL && open > msg + 1 && open[-1] == ' ')
+            return (size_t)(open - 1 - msg);
+    }
+    return n;
+}
+
+static int contains(const char *hay, const char *needle, size_t n)
+{
+    if (n == 0)
+        return 0;
+    for (const char *p = strchr(hay, needle[0]); p != NULL; p = strchr(p + 1, needle[0]))
+        if (strncmp(p, needle, n) == 0)
+            return 1;
+    return 0;
+}
+
+void eg_log_drop_raised(const char *message)
+{
+    if (message == NULL)
+        return;
+    for (int i = 0; i < held.n; i++)
+        if (!held.lines[i].dropped && contains(message, held.lines[i].msg, text_len(held.lines[i].msg)))
+            held.lines[i].dropped = 1;
+}
+
+static void emit(int pylevel, const char *file, int line, const char *msg);
+
+void eg_log_flush(void)
+{
+    if (held.depth > 0 && --held.depth > 0)
+        return;
+    /* emitting runs Python (the logging call), which may log and hold anew:
+     * take the lines out first */
+    int n = held.n;
+    held_line_t lines[HELD_MAX];
+    memcpy(lines, held.lines, (size_t)n * sizeof(lines[0]));
+    held.n = 0;
+    for (int i = 0; i < n; i++) {
+        if (!lines[i].dropped)
+            emit(lines[i].level, lines[i].file, lines[i].line, lines[i].msg);
+        free(lines[i].file);
+        free(lines[i].msg);
+    }
+}
+
+/* Keeps the line for the call's end; 0 when it is not to be held (then
+ * the caller logs it now). */
+static int hold_line(int pylevel, const char *file, int line, const char *msg)
+{
+    if (held.depth == 0 || pylevel < 40 || held.n == HELD_MAX)
+        return 0;
+    char *f = strdup(file), *m = strdup(msg);
+    if (f == NULL || m == NULL) {
+        free(f);
+        free(m);
+        return 0;
+    }
+    held.lines[held.n++] = (held_line_t){.level = pylevel, .line = line, .file = f, .msg = m};
+    return 1;
+}
+
+static void emit(int pylevel, const char *file, int line, const char *msg)
+{
+    if (log_callback != NULL && !eg_finalizing())
+        call_back(pylevel, file, line, msg);
+    else
+        to_stderr(pylevel, file, line, msg);
+}
+
 static void handler(void *arg, engram_log_level_t level, const char *file, int line, const char *msg)
 {
     (void)arg;
     int pylevel = logging_level(level);
-    if (finalizing()) {
+    if (hold_line(pylevel, file, line, msg))
+        return; /* this thread's call is held: no GIL needed */
+    if (eg_finalizing()) {
         to_stderr(pylevel, file, line, msg);
         return;
     }

@@ -10,9 +10,13 @@ static PyObject *storage_size_hint(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O&O&O&", eg_arg_u63, &entries, eg_arg_u32, &row_bytes, eg_arg_u63, &max_rows))
         return NULL;
     engram_storage_hint_t h;
+    eg_log_hold();
     engram_status_t st = engram_storage_size_hint(entries, row_bytes, max_rows, &h);
     if (st != ENGRAM_OK)
-        return eg_raise_status(st, "get_engram_storage_size_hint");
+        eg_raise_status(st, "get_engram_storage_size_hint");
+    eg_log_flush();
+    if (st != ENGRAM_OK)
+        return NULL;
     return Py_BuildValue("(KKK)", (unsigned long long)h.row_stride, (unsigned long long)h.cpu_table_bytes,
                          (unsigned long long)h.gpu_recv_bytes);
 }
@@ -33,6 +37,9 @@ static PyMethodDef module_methods[] = {
     {"storage_size_hint", storage_size_hint, METH_VARARGS,
      "storage_size_hint(entries_per_rank, row_bytes, max_rows)\n--\n\n(row_stride, cpu_table_bytes, gpu_recv_bytes)"},
     {"status_str", status_str, METH_O, "status_str(status)\n--\n\nName of a status code."},
+    {"_config_values", eg_config_values, METH_VARARGS,
+     "_config_values(config, keys)\n--\n\nThe effective value (text) of each key for a config dict: config over "
+     "ENGRAM_<KEY> over ENGRAM_CONFIG_FILE over the default."},
     {"_set_log_callback", eg_set_log_callback, METH_O,
      "_set_log_callback(fn)\n--\n\nSends the library's log lines to fn(level, file, line, msg) (level: a logging "
      "level), or back to stderr with None."},

@@ -57,7 +57,7 @@ static int config_timeout_ms(const engram_config_t *cfg)
     return ms > 0 ? ms : ENGRAM_DEFAULT_TIMEOUT_MS;
 }
 
-static int table_init(eg_table_t *self, PyObject *args, PyObject *kwargs)
+static int init_impl(eg_table_t *self, PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"group",       "entries_per_rank", "row_bytes", "entries_per_token", "max_tokens",
                          "scale_packs", "recv_cuda",        "config",    "dl_code",           "dl_bits",
@@ -133,6 +133,14 @@ static int table_init(eg_table_t *self, PyObject *args, PyObject *kwargs)
     return 0;
 }
 
+static int table_init(eg_table_t *self, PyObject *args, PyObject *kwargs)
+{
+    eg_log_hold();
+    int r = init_impl(self, args, kwargs);
+    eg_log_flush();
+    return r;
+}
+
 static PyObject *table_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     (void)args;
@@ -168,11 +176,18 @@ static PyObject *refused(PyObject *null)
     return Py_None;
 }
 
-static PyObject *table_write(eg_table_t *self, PyObject *args, PyObject *kwargs)
+static PyObject *host_refusal(const char *param, const DLTensor *t)
 {
-    static char *kw[] = {"storage", "sf", NULL};
-    PyObject *storage, *sf = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O", kw, &storage, &sf))
+    char name[48];
+    return refused(eg_raise(eg_InvalidArgumentError, "%s must be in host (CPU) memory (call .cpu()), got %s memory",
+                            param, eg_dl_device_name(t->device.device_type, name, sizeof(name))));
+}
+
+static PyObject *write_impl(eg_table_t *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"storage", "sf", "refused", NULL};
+    PyObject *storage, *sf = Py_None, *refusal = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO", kw, &storage, &sf, &refusal))
         return NULL;
     if (table_check_live(self, "engram_write") < 0)
         return NULL;
@@ -180,10 +195,12 @@ static PyObject *table_write(eg_table_t *self, PyObject *args, PyObject *kwargs)
     uint64_t entries = self->params.entries_per_rank;
     PyObject *fail = NULL; /* set (an exception raised) when this rank refuses its arguments */
     const DLTensor *t = NULL;
-    if (eg_dl_import(storage, NULL, "engram_write: storage", &rows) < 0)
+    if (refusal != Py_None) /* the Python layer's own refusal (a tensor it cannot pass on) */
+        fail = refused(eg_raise(eg_InvalidArgumentError, "%S", refusal));
+    else if (eg_dl_import(storage, NULL, "engram_write: storage", &rows) < 0)
         fail = Py_None;
     else if (t = &rows.mt->dl_tensor, !eg_dl_is_host(t))
-        fail = refused(eg_raise(eg_InvalidArgumentError, "engram_write: storage must be in host memory (call .cpu())"));
+        fail = host_refusal("engram_write: storage", t);
     else if (t->ndim != 2)
         fail = refused(eg_raise(eg_InvalidArgumentError,
                         "engram_write: storage must have shape [num_entries=%llu, hidden=%u] (this rank's shard), "
@@ -199,6 +216,8 @@ static PyObject *table_write(eg_table_t *self, PyObject *args, PyObject *kwargs)
                         "engram_write: storage has %u-bit elements of DLPack type code %u; the buffer holds "
                         "%u-bit elements (code %u, or raw bits of that width)",
                         t->dtype.bits, t->dtype.code, self->row_dtype.bits, self->row_dtype.code));
+    else if (rows.data == NULL && entries > 0)
+        fail = refused(eg_raise(eg_InvalidArgumentError, "engram_write: storage has no data (a NULL data pointer)"));
     if (fail == NULL && self->params.scale_packs > 0) {
         if (sf == Py_None) {
             fail = refused(eg_raise(eg_InvalidArgumentError,
@@ -210,7 +229,7 @@ static PyObject *table_write(eg_table_t *self, PyObject *args, PyObject *kwargs)
             const DLTensor *s = &scales.mt->dl_tensor;
             uint64_t total = entries * (uint64_t)self->nranks;
             if (!eg_dl_is_host(s))
-                fail = refused(eg_raise(eg_InvalidArgumentError, "engram_write: sf must be in host memory (call .cpu())"));
+                fail = host_refusal("engram_write: sf", s);
             else if (s->ndim != 2 || (uint64_t)s->shape[0] != total || (uint64_t)s->shape[1] != self->params.scale_packs)
                 fail = refused(eg_raise(eg_InvalidArgumentError,
                                 "engram_write: sf must have shape [num_ranks * num_entries=%llu, num_sf_packs=%u] "
@@ -220,38 +239,56 @@ static PyObject *table_write(eg_table_t *self, PyObject *args, PyObject *kwargs)
                 fail = refused(eg_raise(eg_InvalidArgumentError,
                                 "engram_write: sf elements must be 4-byte packs (int32, uint32 or float32), got %u bits",
                                 s->dtype.bits));
+            else if (scales.data == NULL)
+                fail = refused(eg_raise(eg_InvalidArgumentError, "engram_write: sf has no data (a NULL data pointer)"));
         }
     } else if (fail == NULL && sf != Py_None) {
         fail = refused(eg_raise(eg_InvalidArgumentError, "engram_write: sf given but the buffer has num_sf_packs=0"));
     }
     engram_status_t st = ENGRAM_OK;
-    if (fail == NULL) {
-        eg_table_lock(self);
+    eg_table_lock(self);
+    int live = self->table != NULL; /* another thread may have destroyed it meanwhile */
+    if (!live) {
+        if (fail != NULL)
+            PyErr_Clear();
+        fail = NULL;
+        eg_raise(eg_StateError, "engram_write: the buffer has been destroyed");
+    } else if (fail == NULL) {
         Py_BEGIN_ALLOW_THREADS
         st = engram_write(self->table, rows.data, self->params.row_bytes, scales.data);
         Py_END_ALLOW_THREADS
         if (st != ENGRAM_OK)
             eg_raise_status(st, "engram_write");
-        eg_table_unlock(self);
-    }
-    if (fail != NULL) {
+    } else {
         /* refused here: still join the collective's agreement (with rows the
-         * library refuses), so the other ranks fail now instead of waiting */
+         * library refuses), so the other ranks fail now instead of waiting;
+         * what the library says of those rows is not this rank's error */
         PyObject *exc = eg_err_take();
-        eg_table_lock(self);
+        int mark = eg_log_mark();
         Py_BEGIN_ALLOW_THREADS
         (void)engram_write(self->table, NULL, 0, NULL);
         Py_END_ALLOW_THREADS
-        eg_table_unlock(self);
+        eg_log_discard_since(mark);
         eg_err_restore(exc);
     }
+    eg_table_unlock(self);
     eg_dl_release(&rows);
     eg_dl_release(&scales);
+    if (!live)
+        return NULL;
     if (fail != NULL || st != ENGRAM_OK) {
         eg_group_chain_error(self->group);
         return NULL;
     }
     Py_RETURN_NONE;
+}
+
+static PyObject *table_write(eg_table_t *self, PyObject *args, PyObject *kwargs)
+{
+    eg_log_hold();
+    PyObject *r = write_impl(self, args, kwargs);
+    eg_log_flush();
+    return r;
 }
 
 static PyObject *table_fetch(eg_table_t *self, PyObject *args, PyObject *kwargs)
@@ -263,22 +300,31 @@ static PyObject *table_fetch(eg_table_t *self, PyObject *args, PyObject *kwargs)
         return NULL;
     if (table_check_live(self, "engram_fetch") < 0)
         return NULL;
-    return eg_fetch_issue(self, indices, num_qps, col_major, stream, captured);
+    eg_log_hold();
+    PyObject *r = eg_fetch_issue(self, indices, num_qps, col_major, stream, captured);
+    eg_log_flush();
+    return r;
 }
 
 static PyObject *table_fetch_ptr(eg_table_t *self, PyObject *args)
 {
     if (table_check_live(self, "engram_fetch") < 0)
         return NULL;
-    return eg_fetch_issue_ptr(self, args);
+    eg_log_hold();
+    PyObject *r = eg_fetch_issue_ptr(self, args);
+    eg_log_flush();
+    return r;
 }
 
-static PyObject *table_destroy(eg_table_t *self, PyObject *noargs)
+static PyObject *destroy_impl(eg_table_t *self)
 {
-    (void)noargs;
     if (self->table == NULL)
         Py_RETURN_NONE; /* destroying twice is harmless */
     eg_table_lock(self);
+    if (self->table == NULL) { /* another thread destroyed it while this one waited for the lock */
+        eg_table_unlock(self);
+        Py_RETURN_NONE;
+    }
     engram_status_t st, cst = ENGRAM_OK;
     Py_BEGIN_ALLOW_THREADS
     st = engram_table_destroy(self->table);
@@ -312,21 +358,100 @@ static PyObject *table_destroy(eg_table_t *self, PyObject *noargs)
     Py_RETURN_NONE;
 }
 
+static PyObject *table_destroy(eg_table_t *self, PyObject *noargs)
+{
+    (void)noargs;
+    eg_log_hold();
+    PyObject *r = destroy_impl(self);
+    eg_log_flush();
+    return r;
+}
+
+static int table_traverse(eg_table_t *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->group);
+    return 0;
+}
+
+static int table_clear(eg_table_t *self)
+{
+    /* a table never destroyed keeps its group: the leaked context borrows it */
+    if (self->table == NULL)
+        Py_CLEAR(self->group);
+    return 0;
+}
+
 static void table_dealloc(eg_table_t *self)
 {
+    PyObject_GC_UnTrack(self);
+    /* freed while an exception propagates (a frame unwinding): the warning
+     * machinery must neither see nor replace it */
+    PyObject *pending = eg_err_take();
     if (self->table != NULL) {
         /* destroy is collective: running it from the garbage collector at a
-         * moment the other ranks do not share would hang them. Leak instead. */
-        PyErr_WarnEx(PyExc_ResourceWarning,
-                     "engram.Buffer was not destroyed (call destroy() or use it as a context manager); "
-                     "its memory stays allocated until the process exits",
-                     1);
-        if (PyErr_Occurred())
-            PyErr_WriteUnraisable((PyObject *)self);
+         * moment the other ranks do not share would hang them. Leak instead,
+         * with the group the context borrows. */
+        if (PyErr_WarnEx(PyExc_ResourceWarning,
+                         "engram.Buffer was not destroyed (call destroy() or use it as a context manager); "
+                         "its memory stays allocated until the process exits",
+                         1) < 0)
+            /* (a warning filter made it an error) not the table itself: the
+             * hook would take a reference to an object being freed, and
+             * freeing it again would warn again, for ever */
+            PyErr_WriteUnraisable((PyObject *)Py_TYPE(self));
+        self->group = NULL;
     }
     Py_XDECREF(self->group);
     pthread_mutex_destroy(&self->lock);
+    if (pending != NULL)
+        eg_err_restore(pending);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* _config_values(config, keys): what the library will read for each key
+ * (config over ENGRAM_<KEY> over the file over the default), as text. */
+PyObject *eg_config_values(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *config, *keys;
+    if (!PyArg_ParseTuple(args, "OO", &config, &keys))
+        return NULL;
+    PyObject *seq = PySequence_Fast(keys, "_config_values: keys must be a sequence of str");
+    if (seq == NULL)
+        return NULL;
+    eg_log_hold();
+    engram_config_t *cfg = NULL;
+    PyObject *out = NULL;
+    engram_status_t st = engram_config_create(&cfg);
+    if (st != ENGRAM_OK) {
+        eg_raise_status(st, "Buffer: configuration");
+        goto done;
+    }
+    if (apply_config(cfg, config) < 0)
+        goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    out = PyTuple_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        const char *key = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i));
+        char buf[1100] = ""; /* a STRING key holds up to 1024 bytes */
+        if (key == NULL || (st = engram_config_get(cfg, key, buf, sizeof(buf))) != ENGRAM_OK) {
+            if (key != NULL)
+                eg_raise_status(st, "Buffer: configuration");
+            Py_CLEAR(out);
+            break;
+        }
+        PyObject *v = PyUnicode_FromString(buf);
+        if (v == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyTuple_SET_ITEM(out, i, v);
+    }
+done:
+    engram_config_destroy(cfg);
+    Py_DECREF(seq);
+    eg_log_flush();
+    return out;
 }
 
 static PyObject *table_get_destroyed(eg_table_t *self, void *c)
@@ -354,12 +479,14 @@ static PyObject *table_get_timeout_ms(eg_table_t *self, void *c)
 
 static PyMethodDef table_methods[] = {
     {"write", (PyCFunction)(void (*)(void))table_write, METH_VARARGS | METH_KEYWORDS,
-     "write(storage, sf=None)\n--\n\nCollective: this rank's shard [entries, hidden] (+ the global scales)."},
+     "write(storage, sf=None, refused=None)\n--\n\nCollective: this rank's shard [entries, hidden] (+ the global "
+     "scales). refused: this rank's own refusal (a message), raised after joining the write's agreement."},
     {"fetch", (PyCFunction)(void (*)(void))table_fetch, METH_VARARGS | METH_KEYWORDS,
      "fetch(indices, num_qps=0, col_major=False, stream=None, captured=False)\n--\n\nIssues a fetch; returns a Fetch."},
-    {"fetch_ptr", (PyCFunction)table_fetch_ptr, METH_VARARGS,
-     "fetch_ptr(data_ptr, rows, cols, bits, device_type, num_qps, col_major, captured, stream, keep)\n--\n\n"
-     "fetch() for a contiguous 2-D integer tensor given by its attributes (the torch fast path)."},
+    {"_fetch_ptr", (PyCFunction)table_fetch_ptr, METH_VARARGS,
+     "_fetch_ptr(data_ptr, rows, cols, bits, device_type, num_qps, col_major, captured, stream, keep)\n--\n\n"
+     "fetch() for a contiguous 2-D integer tensor given by its attributes (the torch fast path). Private: it "
+     "reads whatever address it is given (engram.Buffer passes a dense CPU or CUDA tensor's only)."},
     {"destroy", (PyCFunction)table_destroy, METH_NOARGS, "destroy()\n--\n\nCollective teardown."},
     {NULL},
 };
@@ -375,8 +502,11 @@ static PyGetSetDef table_getset[] = {
 PyTypeObject eg_TableType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "engram._engram.Table",
     .tp_basicsize = sizeof(eg_table_t),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "A context and one table (the C object behind engram.Buffer).",
+    .tp_traverse = (traverseproc)table_traverse,
+    .tp_clear = (inquiry)table_clear,
+    .tp_free = PyObject_GC_Del,
     .tp_new = table_new,
     .tp_init = (initproc)table_init,
     .tp_dealloc = (destructor)table_dealloc,
