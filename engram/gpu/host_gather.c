@@ -318,9 +318,9 @@ void engram_gather_job_abandon(engram_gather_job_t *j)
         __atomic_store_n(&j->buf.flags[c], 1u, __ATOMIC_RELEASE);
 }
 
-static engram_status_t stream_error(const engram_gather_stream_ops_t *ops, const char *what, int err)
+static engram_status_t stream_error(const char *what, const char *err)
 {
-    return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "host_gather fetch: %s: %s", what, ops->error_str(err));
+    return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "host_gather fetch: %s: %s", what, err);
 }
 
 /* Steps 3-4: the chunks' waits and copies, then the scales'. */
@@ -331,19 +331,19 @@ static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_
     for (uint32_t c = 0; c < j->num_chunks; c++) {
         const uint64_t first = (uint64_t)c * j->chunk_rows;
         const uint64_t rows = j->num_rows - first < j->chunk_rows ? j->num_rows - first : j->chunk_rows;
-        int err = ops->wait_geq(stream, (const uint32_t *)j->buf.flags_dev + c, 1u);
-        if (err != 0)
-            return stream_error(ops, "queueing the wait for a chunk", err);
+        const char *err = ops->wait_geq(stream, (const uint32_t *)j->buf.flags_dev + c, 1u);
+        if (err != NULL)
+            return stream_error("queueing the wait for a chunk", err);
         err = ops->copy(stream, rows_dst + first * row_bytes, j->buf.staging + first * row_bytes, rows * row_bytes);
-        if (err != 0)
-            return stream_error(ops, "queueing a chunk's copy", err);
+        if (err != NULL)
+            return stream_error("queueing a chunk's copy", err);
     }
     if (j->src.packs == 0)
         return ENGRAM_OK;
     uint64_t elems = j->col_major ? (uint64_t)j->entries_per_token * j->src.packs * engram_scales_col_stride(j->num_tokens)
                                   : (uint64_t)j->num_rows * j->src.packs;
-    int err = ops->copy(stream, scales_dst, j->buf.scales, elems * sizeof(uint32_t));
-    return err == 0 ? ENGRAM_OK : stream_error(ops, "queueing the scales' copy", err);
+    const char *err = ops->copy(stream, scales_dst, j->buf.scales, elems * sizeof(uint32_t));
+    return err == NULL ? ENGRAM_OK : stream_error("queueing the scales' copy", err);
 }
 
 engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops, void *stream,
@@ -375,15 +375,15 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
     }
     atomic_store_explicit(&j->next_task, 0, memory_order_relaxed);
     atomic_store_explicit(&j->abandoned, false, memory_order_relaxed);
-    int err = ops->copy(stream, j->buf.indices, indices, num_rows * sizeof(*indices));
-    if (err != 0)
-        return stream_error(ops, "queueing the indices' copy", err);
+    const char *err = ops->copy(stream, j->buf.indices, indices, num_rows * sizeof(*indices));
+    if (err != NULL)
+        return stream_error("queueing the indices' copy", err);
     /* posted from here on: finished again once the pool has done it */
     atomic_store_explicit(&j->finished, false, memory_order_release);
     err = ops->host_func(stream, post_job, j);
-    if (err != 0) {
+    if (err != NULL) {
         atomic_store_explicit(&j->finished, true, memory_order_release);
-        return stream_error(ops, "queueing the pool's start", err);
+        return stream_error("queueing the pool's start", err);
     }
     engram_status_t st = queue_copies(j, ops, stream, rows_dst, scales_dst);
     if (st != ENGRAM_OK)

@@ -33,14 +33,13 @@
 #include "hal/routing.h"
 #include "hal/status.h"
 
-/* What a stream can be asked to do, in its order. Each returns 0 or an
- * error code that error_str turns into text. */
+/* What a stream can be asked to do, in its order. Each returns NULL, or
+ * the text of the error that kept it from being queued (static text). */
 typedef struct engram_gather_stream_ops {
-    int (*host_func)(void *stream, void (*fn)(void *), void *arg);
+    const char *(*host_func)(void *stream, void (*fn)(void *), void *arg);
     /* Waits until *flag >= value; flag_dev is the flag's device address. */
-    int (*wait_geq)(void *stream, const void *flag_dev, uint32_t value);
-    int (*copy)(void *stream, void *dst, const void *src, size_t bytes);
-    const char *(*error_str)(int err);
+    const char *(*wait_geq)(void *stream, const void *flag_dev, uint32_t value);
+    const char *(*copy)(void *stream, void *dst, const void *src, size_t bytes);
 } engram_gather_stream_ops_t;
 
 /* Where a table's rows are, for the pool: the routing of hal/routing.h over

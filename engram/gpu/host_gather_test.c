@@ -70,13 +70,13 @@ static void *stream_main(void *arg)
     }
 }
 
-static int push(fake_stream_t *s, op_t o)
+static const char *push(fake_stream_t *s, op_t o)
 {
     pthread_mutex_lock(&s->mu);
     int n = ++s->queued;
     pthread_mutex_unlock(&s->mu);
     if (s->fail_at != 0 && n == s->fail_at)
-        return 7;
+        return "injected failure";
     op_t *p = malloc(sizeof(*p));
     CHECK(p != NULL);
     *p = o;
@@ -90,30 +90,25 @@ static int push(fake_stream_t *s, op_t o)
     s->pending++;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
-    return 0;
+    return NULL;
 }
 
-static int fake_host_func(void *stream, void (*fn)(void *), void *arg)
+static const char *fake_host_func(void *stream, void (*fn)(void *), void *arg)
 {
     return push(stream, (op_t){.kind = OP_FUNC, .fn = fn, .arg = arg});
 }
 
-static int fake_wait(void *stream, const void *flag_dev, uint32_t value)
+static const char *fake_wait(void *stream, const void *flag_dev, uint32_t value)
 {
     return push(stream, (op_t){.kind = OP_WAIT, .flag = flag_dev, .value = value});
 }
 
-static int fake_copy(void *stream, void *dst, const void *src, size_t bytes)
+static const char *fake_copy(void *stream, void *dst, const void *src, size_t bytes)
 {
     return push(stream, (op_t){.kind = OP_COPY, .dst = dst, .src = src, .bytes = bytes});
 }
 
-static const char *fake_str(int err)
-{
-    return err == 7 ? "injected failure" : "?";
-}
-
-static const engram_gather_stream_ops_t fake_ops = {fake_host_func, fake_wait, fake_copy, fake_str};
+static const engram_gather_stream_ops_t fake_ops = {fake_host_func, fake_wait, fake_copy};
 
 static void stream_start(fake_stream_t *s)
 {
@@ -134,7 +129,7 @@ static void stream_sync(fake_stream_t *s)
 static void stream_stop(fake_stream_t *s)
 {
     s->fail_at = 0;
-    CHECK(push(s, (op_t){.kind = OP_QUIT}) == 0);
+    CHECK(push(s, (op_t){.kind = OP_QUIT}) == NULL);
     pthread_join(s->thread, NULL);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
@@ -401,7 +396,7 @@ static void test_in_flight(void)
     for (int round = 0; round < 20; round++) {
         /* stream a's first job waits behind a flag held at 0: the others queue behind it */
         uint32_t gate = 0;
-        CHECK(fake_wait(&a, &gate, 1) == 0);
+        CHECK(fake_wait(&a, &gate, 1) == NULL);
         for (int i = 0; i < SLOTS; i++)
             CHECK_OK(engram_gather_job_queue(s[i].job, &fake_ops, i == 2 ? &b : &a, idx[i], TOK, EPT, false,
                                              s[i].rows, s[i].scales_out));
@@ -493,7 +488,7 @@ static void test_abandon(void)
     slot_make(&s, pool, &t, 8, 8);
     int64_t idx[64] = {0};
     uint32_t gate = 0;
-    CHECK(fake_wait(&st, &gate, 1) == 0);
+    CHECK(fake_wait(&st, &gate, 1) == NULL);
     CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 8, 8, false, s.rows, NULL));
     engram_gather_job_abandon(s.job);
     __atomic_store_n(&gate, 1u, __ATOMIC_RELEASE);
