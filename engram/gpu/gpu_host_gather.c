@@ -236,13 +236,31 @@ void engram_gpu_host_gather_destroy(engram_table_t *t, engram_gpu_table_t *g)
     g->host = NULL;
 }
 
-engram_status_t engram_gpu_host_gather_write(engram_table_t *t, const void *rows, const uint32_t *scales)
+engram_status_t engram_gpu_rows_to_host(char *dst, uint64_t stride, const void *src, uint32_t row_bytes, uint64_t n)
+{
+    struct cudaPointerAttributes at;
+    if (cudaPointerGetAttributes(&at, src) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not CUDA's: plain host memory */
+        at.type = cudaMemoryTypeUnregistered;
+    }
+    if (at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged) {
+        cudaError_t ce = cudaMemcpy2D(dst, stride, src, row_bytes, row_bytes, n, cudaMemcpyDeviceToHost);
+        return ce == cudaSuccess ? ENGRAM_OK : cuda_error("copying rows from GPU memory", ce);
+    }
+    for (uint64_t i = 0; i < n; i++)
+        memcpy(dst + i * stride, (const char *)src + i * row_bytes, row_bytes);
+    return ENGRAM_OK;
+}
+
+engram_status_t engram_gpu_host_gather_write_rows(engram_table_t *t, uint64_t first, uint64_t n, const void *rows)
+{
+    return engram_gpu_rows_to_host((char *)t->shard->addr + first * t->shape.row_stride, t->shape.row_stride, rows,
+                                   t->params.row_bytes, n);
+}
+
+engram_status_t engram_gpu_host_gather_write_scales(engram_table_t *t, const uint32_t *scales)
 {
     engram_gpu_host_t *h = ((engram_gpu_table_t *)t->gpu)->host;
-    const uint32_t row_bytes = t->params.row_bytes;
-    char *dst = t->shard->addr;
-    for (uint64_t i = 0; i < t->params.entries_per_rank; i++)
-        memcpy(dst + i * t->shape.row_stride, (const char *)rows + i * row_bytes, row_bytes);
     if (scales != NULL)
         memcpy(h->scales, scales, t->sizes.scales_bytes);
     return ENGRAM_OK;

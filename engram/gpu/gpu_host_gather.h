@@ -20,9 +20,14 @@ engram_status_t engram_gpu_host_gather_create(engram_table_t *t, engram_gpu_tabl
 /* Waits for the slots' last fetches, lets abandoned ones pass, stops the
  * pool and frees what create took, whatever it got to. */
 void engram_gpu_host_gather_destroy(engram_table_t *t, engram_gpu_table_t *g);
-/* This rank's rows into its shard and the replicated scales into the
- * pool's copy. */
-engram_status_t engram_gpu_host_gather_write(engram_table_t *t, const void *rows, const uint32_t *scales);
+/* Rows [first, first + n) of this rank's shard; the replicated scales
+ * into the pool's copy. */
+engram_status_t engram_gpu_host_gather_write_rows(engram_table_t *t, uint64_t first, uint64_t n, const void *rows);
+engram_status_t engram_gpu_host_gather_write_scales(engram_table_t *t, const uint32_t *scales);
+/* n rows of row_bytes from src (host or GPU memory) into host memory at
+ * dst, `stride` bytes apart: the host shards' writes (this path's and the
+ * host mirror of gpu_remote.h). */
+engram_status_t engram_gpu_rows_to_host(char *dst, uint64_t stride, const void *src, uint32_t row_bytes, uint64_t n);
 /* Queues slot's fetch on stream (indices anywhere the stream can copy
  * from); the slot's event is recorded behind it. */
 engram_status_t engram_gpu_host_gather_fetch(engram_fetch_slot_t *f, int slot, const int64_t *indices, void *stream);

@@ -17,9 +17,16 @@ engram_status_t engram_gpu_table_create(engram_context_t *ctx, engram_table_t *t
     return engram_group_agree(ctx->group, st == ENGRAM_OK ? engram_gpu_table_check(ctx, NULL) : st);
 }
 
-engram_status_t engram_gpu_table_write(engram_table_t *t, const void *rows, const uint32_t *scales)
+engram_status_t engram_gpu_table_write_rows(engram_table_t *t, uint64_t first, uint64_t n, const void *rows)
 {
+    (void)first;
+    (void)n;
     (void)rows;
+    return engram_gpu_table_check(t->ctx, &t->params);
+}
+
+engram_status_t engram_gpu_table_write_end(engram_table_t *t, const uint32_t *scales)
+{
     (void)scales;
     return engram_gpu_table_check(t->ctx, &t->params);
 }

@@ -366,24 +366,55 @@ err_free:
     return st;
 }
 
-engram_status_t engram_gpu_table_write(engram_table_t *t, const void *rows, const uint32_t *scales)
+/* Runs fn on a private stream, then waits for that stream alone: a write
+ * stalls none of the caller's streams. */
+static cudaError_t on_own_stream(cudaError_t (*fn)(engram_table_t *, uint64_t, uint64_t, const void *, cudaStream_t),
+                                 engram_table_t *t, uint64_t first, uint64_t n, const void *src)
+{
+    cudaStream_t s;
+    cudaError_t ce = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (ce != cudaSuccess)
+        return ce;
+    ce = fn(t, first, n, src, s);
+    /* copies from pageable memory may return before the DMA lands */
+    cudaError_t se = cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
+    return ce != cudaSuccess ? ce : se;
+}
+
+static cudaError_t copy_rows(engram_table_t *t, uint64_t first, uint64_t n, const void *rows, cudaStream_t s)
+{
+    const uint32_t row_bytes = t->params.row_bytes;
+    return cudaMemcpy2DAsync((char *)t->shard->addr + first * t->shape.row_stride, t->shape.row_stride, rows,
+                             row_bytes, row_bytes, n, cudaMemcpyDefault, s);
+}
+
+static cudaError_t copy_scales(engram_table_t *t, uint64_t first, uint64_t n, const void *scales, cudaStream_t s)
+{
+    (void)first;
+    (void)n;
+    engram_gpu_table_t *g = t->gpu;
+    return cudaMemcpyAsync(g->scales, scales, t->sizes.scales_bytes, cudaMemcpyHostToDevice, s);
+}
+
+engram_status_t engram_gpu_table_write_rows(engram_table_t *t, uint64_t first, uint64_t n, const void *rows)
 {
     engram_gpu_table_t *g = t->gpu;
     if (g->host_path)
-        return engram_gpu_host_gather_write(t, rows, scales);
-    const engram_table_params_t *p = &t->params;
-    cudaError_t ce = cudaMemcpy2D(t->shard->addr, t->shape.row_stride, rows, p->row_bytes, p->row_bytes,
-                                  p->entries_per_rank, cudaMemcpyDefault);
-    if (ce == cudaSuccess && scales != NULL)
-        ce = cudaMemcpy(g->scales, scales, t->sizes.scales_bytes,
-                        cudaMemcpyHostToDevice);
-    /* Copies from pageable memory may return before the DMA lands; peers
-     * read the shard right after the closing agreement. */
-    if (ce == cudaSuccess)
-        ce = cudaDeviceSynchronize();
+        return engram_gpu_host_gather_write_rows(t, first, n, rows);
+    cudaError_t ce = on_own_stream(copy_rows, t, first, n, rows);
     if (ce != cudaSuccess)
-        return cuda_error("writing the shard and scales", ce);
-    return g->remote != NULL ? engram_gpu_remote_write(t, rows) : ENGRAM_OK;
+        return cuda_error("writing the shard", ce);
+    return g->remote != NULL ? engram_gpu_remote_write_rows(t, first, n, rows) : ENGRAM_OK;
+}
+
+engram_status_t engram_gpu_table_write_end(engram_table_t *t, const uint32_t *scales)
+{
+    engram_gpu_table_t *g = t->gpu;
+    if (g->host_path)
+        return engram_gpu_host_gather_write_scales(t, scales);
+    cudaError_t ce = scales != NULL ? on_own_stream(copy_scales, t, 0, 0, scales) : cudaSuccess;
+    return ce == cudaSuccess ? ENGRAM_OK : cuda_error("writing the scales", ce);
 }
 
 void engram_gpu_table_destroy(engram_table_t *t)

@@ -112,6 +112,21 @@ ENGRAM_API engram_status_t engram_table_destroy(engram_table_t *table);
 ENGRAM_API engram_status_t engram_write(engram_table_t *table, const void *rows, uint32_t row_bytes,
                                         const uint32_t *scales);
 
+/* A shard written in pieces, for tables that do not fit in memory twice
+ * (a shard loaded from a file, a chunk at a time):
+ * engram_write_begin (collective: every rank idle, as engram_write's first
+ * barrier; the table stops being fetchable), any number of
+ * engram_write_rows (local: rows [first_row, first_row + num_rows) of
+ * this rank's shard from rows[num_rows][row_bytes], which the caller may
+ * reuse when it returns), then engram_write_end (collective: the scales as
+ * engram_write takes them, and the closing barrier). A failure of any
+ * rank's engram_write_rows fails engram_write_end everywhere; a failed
+ * engram_write_end leaves the table unwritten (begin again). */
+ENGRAM_API engram_status_t engram_write_begin(engram_table_t *table);
+ENGRAM_API engram_status_t engram_write_rows(engram_table_t *table, uint64_t first_row, uint64_t num_rows,
+                                             const void *rows, uint32_t row_bytes);
+ENGRAM_API engram_status_t engram_write_end(engram_table_t *table, const uint32_t *scales);
+
 #define ENGRAM_FETCH_SCALES_COL_MAJOR (1u << 0) /* scales TMA-aligned column-major */
 
 /* Issues the gets for indices[num_tokens][entries_per_token] (global row
