@@ -106,6 +106,8 @@ struct engram_table {
     bool writing;                 /* between engram_write_begin and engram_write_end */
     engram_status_t write_status; /* the first failure of this rank's engram_write_rows since begin */
     atomic_int fetches_in_flight; /* live slots */
+    /* engram_table_stats' counters (relaxed: fetches on several threads) */
+    atomic_ullong stat_fetches, stat_rows, stat_bytes, stat_bad_rows, stat_repeats, stat_wait_ns;
     atomic_int retired_slots;
     int num_slots;
     engram_fetch_slot_t *slots;

@@ -36,6 +36,13 @@ void engram_gpu_table_destroy(engram_table_t *t)
     (void)t;
 }
 
+const char *engram_gpu_table_path(const engram_table_t *t, int *gather_threads)
+{
+    (void)t;
+    *gather_threads = 0;
+    return "none";
+}
+
 engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
 {
     return engram_gpu_table_check(f->table->ctx, &f->table->params);

@@ -242,6 +242,8 @@ static engram_status_t issue_rows(engram_fetch_slot_t *f, engram_gpu_table_t *g,
                 dst_row[staged++] = row;
         }
     }
+    if (dd != NULL)
+        atomic_fetch_add_explicit(&t->stat_repeats, dd->num_copies, memory_order_relaxed);
     remote_slot_t *rs = &r->slots[slot];
     rs->staged = rs->placed = staged;
     if (dd != NULL && dd->num_copies > 0)

@@ -417,6 +417,13 @@ engram_status_t engram_gpu_table_write_end(engram_table_t *t, const uint32_t *sc
     return ce == cudaSuccess ? ENGRAM_OK : cuda_error("writing the scales", ce);
 }
 
+const char *engram_gpu_table_path(const engram_table_t *t, int *gather_threads)
+{
+    const engram_gpu_table_t *g = t->gpu;
+    *gather_threads = engram_gpu_host_gather_threads(g);
+    return g->host_path ? "host_gather" : "uva";
+}
+
 void engram_gpu_table_destroy(engram_table_t *t)
 {
     if (t->gpu != NULL)

@@ -21,6 +21,9 @@ engram_status_t engram_gpu_table_write_rows(engram_table_t *t, uint64_t first, u
  * read them; returns once every copy of the write is complete. */
 engram_status_t engram_gpu_table_write_end(engram_table_t *t, const uint32_t *scales);
 void engram_gpu_table_destroy(engram_table_t *t);
+/* The path a GPU table's rows take ("uva" or "host_gather") and its pool's
+ * threads (0 on uva), for engram_table_stats. */
+const char *engram_gpu_table_path(const engram_table_t *t, int *gather_threads);
 /* engram_test for a fetch of a GPU table. */
 engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f);
 

@@ -217,6 +217,27 @@ ENGRAM_API engram_status_t engram_fetch_bad_indices(const engram_fetch_t *fetch,
  * a no-op (ENGRAM_OK). */
 ENGRAM_API engram_status_t engram_fetch_release(engram_fetch_t *fetch);
 
+/* A table's counters since it was created (this rank's fetches). Set
+ * size = sizeof(engram_table_stats_t) first; a caller built against an
+ * older header gets the fields its size covers. */
+typedef struct engram_table_stats {
+    size_t size;
+    uint64_t fetches;        /* fetches issued (each engram_fetch* that took a slot) */
+    uint64_t rows;           /* rows they asked for */
+    uint64_t bytes;          /* row bytes of released fetches that completed */
+    uint64_t bad_rows;       /* rows of released fetches whose index was out of range */
+    uint64_t repeats;        /* rows the host layer's dedup copied from an earlier row of their fetch
+                              * instead of reading again (GPU-side dedup of a node's own rows not counted) */
+    uint64_t wait_ns;        /* time callers spent in engram_wait */
+    const char *path;        /* how rows arrive: "transport" (recv=HOST), "uva" (the GPU kernel reads
+                              * host or GPU memory), "host_gather" (host threads and the copy engine) */
+    int gather_threads;      /* host_gather's pool; 0 on other paths */
+    int shard_huge_pages;    /* 1 when this rank's shard is on 2 MiB pages */
+    uint64_t shard_bytes;    /* this rank's shard as allocated */
+} engram_table_stats_t;
+
+ENGRAM_API engram_status_t engram_table_stats(const engram_table_t *table, engram_table_stats_t *out);
+
 #ifdef __cplusplus
 }
 #endif
