@@ -93,7 +93,7 @@ static engram_status_t alloc_pinned(engram_table_t *t, engram_gpu_host_t *h)
 {
     const engram_table_sizes_t *z = &t->sizes;
     const uint64_t slots = (uint64_t)t->num_slots;
-    h->max_chunks = engram_gather_num_chunks(z->slot_rows, t->params.row_bytes,
+    h->max_chunks = engram_gather_max_chunks(z->slot_rows, t->params.row_bytes,
                                              (uint64_t)t->ctx->cfg.gather_chunk_kib * 1024);
     cudaError_t ce = cudaHostAlloc((void **)&h->indices, slots * z->slot_rows * sizeof(*h->indices),
                                    cudaHostAllocDefault);

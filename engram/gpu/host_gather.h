@@ -71,9 +71,11 @@ int engram_gather_pool_threads(const engram_gather_pool_t *pool);
  * least 1. */
 int engram_gather_default_threads(int numa_node, int local_ranks);
 
-/* The chunks a fetch of num_rows rows of row_bytes is cut into at
- * chunk_bytes per copy (at least one row per chunk). */
-uint32_t engram_gather_num_chunks(uint64_t num_rows, uint32_t row_bytes, uint64_t chunk_bytes);
+/* A fetch is cut into chunks of at most chunk_bytes (a row at least), and
+ * into 8 at least where its rows allow, so that small fetches pipeline
+ * too. This is the most chunks any fetch of up to max_rows rows of
+ * row_bytes has: the flags a slot needs. */
+uint32_t engram_gather_max_chunks(uint64_t max_rows, uint32_t row_bytes, uint64_t chunk_bytes);
 
 /* Memory one job (one receive slot) works in, all host memory the GPU can
  * reach, owned by the caller. flags_dev is the device address of flags. */
@@ -84,7 +86,7 @@ typedef struct engram_gather_buffers {
     uint32_t *flags;         /* [max_chunks] */
     const void *flags_dev;
     uint64_t max_rows;
-    uint32_t max_chunks;     /* engram_gather_num_chunks(max_rows, ...) */
+    uint32_t max_chunks;     /* engram_gather_max_chunks(max_rows, ...) */
 } engram_gather_buffers_t;
 
 engram_status_t engram_gather_job_create(engram_gather_pool_t *pool, const engram_gather_source_t *src,

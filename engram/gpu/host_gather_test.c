@@ -221,7 +221,7 @@ static void slot_make(slot_t *s, engram_gather_pool_t *pool, const table_t *t, u
 {
     const shape_t *sh = &t->sh;
     uint64_t rows = (uint64_t)max_tokens * ept;
-    uint32_t chunks = engram_gather_num_chunks(rows, sh->row_bytes, sh->chunk_bytes);
+    uint32_t chunks = engram_gather_max_chunks(rows, sh->row_bytes, sh->chunk_bytes);
     uint64_t selems = max_scale_elems(sh, max_tokens, ept);
     s->buf = (engram_gather_buffers_t){
         .indices = calloc(rows ? rows : 1, sizeof(int64_t)),
@@ -474,6 +474,29 @@ static void test_queue_errors(void)
     table_free(&t);
 }
 
+/* Every fetch size of a slot fits its flags (engram_gather_max_chunks),
+ * at chunk sizes that make fetches of few rows, many or a task each. */
+static void test_every_size(void)
+{
+    static const uint64_t chunks[] = {64, 32 * 64 * 3, 64 * 1000};
+    for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+        table_t t;
+        table_make(&t, (shape_t){2, 1, 512, 64, 0, 0, 2, 0, chunks[c]});
+        engram_gather_pool_t *pool;
+        CHECK_OK(engram_gather_pool_create(3, -1, &pool));
+        fake_stream_t st;
+        stream_start(&st);
+        slot_t s;
+        slot_make(&s, pool, &t, 700, 1);
+        for (uint32_t tokens = 1; tokens <= 700; tokens += tokens < 40 ? 1 : 13)
+            run_fetch(&t, &s, &st, tokens, 1, false, false);
+        stream_stop(&st);
+        slot_free(&s);
+        engram_gather_pool_destroy(pool);
+        table_free(&t);
+    }
+}
+
 /* Abandoning a job whose stream has not reached the pool's start: its
  * waits pass at once, the pool never gathers it. */
 static void test_abandon(void)
@@ -514,12 +537,14 @@ static void test_pool_args(void)
     engram_gather_pool_destroy(NULL);
     CHECK(engram_gather_default_threads(-1, 1) >= 1);
     CHECK(engram_gather_default_threads(0, 1 << 20) == 1);
-    CHECK(engram_gather_num_chunks(0, 256, 1024) == 0);
-    CHECK(engram_gather_num_chunks(1, 256, 1024) == 1);
-    CHECK(engram_gather_num_chunks(100, 4096, 1024) == 100);         /* a row each */
-    CHECK(engram_gather_num_chunks(12288, 256, 512 * 1024) == 6);    /* 2048 rows each */
-    CHECK(engram_gather_num_chunks(100, 96, 96 * 40) == 4);          /* 32 rows each (a task multiple) */
-    CHECK(engram_gather_num_chunks(UINT32_MAX * 4ull, 1, 4) == UINT32_MAX); /* saturates */
+    CHECK(engram_gather_max_chunks(0, 256, 1024) == 0);
+    CHECK(engram_gather_max_chunks(1, 256, 1024) == 1);
+    CHECK(engram_gather_max_chunks(100, 4096, 1024) == 100);        /* a row each */
+    CHECK(engram_gather_max_chunks(12288, 256, 512 * 1024) == 8);   /* at least 8 */
+    CHECK(engram_gather_max_chunks(196608, 256, 512 * 1024) == 96); /* 2048 rows each: at most 512 KiB */
+    CHECK(engram_gather_max_chunks(100, 256, 1 << 20) == 4);        /* a task (32 rows) each */
+    CHECK(engram_gather_max_chunks(100, 96, 96 * 40) == 4);         /* 32 rows each (a task multiple) */
+    CHECK(engram_gather_max_chunks(UINT32_MAX * 4ull, 1, 4) == UINT32_MAX); /* saturates */
     CHECK_OK(engram_gather_pool_create(1, -1, &pool));
     engram_gather_job_t *job;
     engram_gather_source_t src = {.row_bytes = 64};
@@ -540,6 +565,7 @@ int main(void)
     test_in_flight();
     test_queue_errors();
     test_abandon();
+    test_every_size();
     printf("host_gather_test: ok\n");
     return 0;
 }
