@@ -64,6 +64,9 @@ engram_fetch_slot_t *engram_fetch_begin(engram_table_t *t, int first_queue, int 
     f->bad_count = 0;
     f->deduping = NULL;
     t->fetches_in_flight++;
+    atomic_fetch_add_explicit(&t->stat_fetches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->stat_rows, (uint64_t)num_tokens * t->params.entries_per_token,
+                              memory_order_relaxed);
     return f;
 }
 
@@ -235,6 +238,8 @@ engram_status_t engram_fetch_on_queues(engram_table_t *t, int first_queue, int n
     f->deduping = engram_dedup_begin(f->dedup, (int)t->ctx->cfg.dedup, indices,
                                      num_tokens * t->params.entries_per_token, t->shape.total_entries);
     st = issue_rows(f, indices);
+    if (f->deduping != NULL)
+        atomic_fetch_add_explicit(&t->stat_repeats, f->deduping->num_copies, memory_order_relaxed);
     engram_status_t fst = engram_fetch_flush(f);
     if (f->scales_out)
         gather_all_scales(f, indices);
@@ -298,7 +303,10 @@ engram_status_t engram_wait(engram_fetch_t *fetch, const void **rows, const uint
     engram_fetch_slot_t *f = engram_handle_lookup(fetch, "engram_wait");
     if (f == NULL)
         return ENGRAM_ERR_INVALID;
+    int64_t t0 = f->completed ? 0 : engram_now_ns();
     engram_status_t st = f->completed ? f->status : wait_complete(f);
+    if (t0 != 0)
+        atomic_fetch_add_explicit(&f->table->stat_wait_ns, (uint64_t)(engram_now_ns() - t0), memory_order_relaxed);
     if (st != ENGRAM_OK)
         return st;
     if (rows)
@@ -370,6 +378,11 @@ engram_status_t engram_fetch_release(engram_fetch_t *fetch)
                             "engram_fetch_release: the fetch's gets had not completed within timeout_ms; it is "
                             "released, and its receive slot is retired until they complete or the table is "
                             "destroyed");
+    }
+    if (f->status == ENGRAM_OK) {
+        atomic_fetch_add_explicit(&t->stat_bytes, (uint64_t)f->num_tokens * t->params.entries_per_token *
+                                                      t->params.row_bytes, memory_order_relaxed);
+        atomic_fetch_add_explicit(&t->stat_bad_rows, f->bad_count, memory_order_relaxed);
     }
     atomic_store(&f->state, ENGRAM_SLOT_FREE); /* last: the slot is someone else's from here */
     return ENGRAM_OK;

@@ -103,7 +103,11 @@ struct engram_table {
     uint32_t *scales; /* replicated global scales, [total_entries][scale_packs] */
     uint32_t *scales_recv;
     bool written;
+    bool writing;                 /* between engram_write_begin and engram_write_end */
+    engram_status_t write_status; /* the first failure of this rank's engram_write_rows since begin */
     atomic_int fetches_in_flight; /* live slots */
+    /* engram_table_stats' counters (relaxed: fetches on several threads) */
+    atomic_ullong stat_fetches, stat_rows, stat_bytes, stat_bad_rows, stat_repeats, stat_wait_ns;
     atomic_int retired_slots;
     int num_slots;
     engram_fetch_slot_t *slots;

@@ -400,21 +400,69 @@ engram_status_t engram_table_destroy(engram_table_t *t)
     return st;
 }
 
+static engram_status_t check_rows_arg(const engram_table_t *t, const char *fn, const void *rows, uint64_t num_rows,
+                                      uint32_t row_bytes)
+{
+    if (rows == NULL && num_rows > 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: rows is NULL", fn);
+    if (row_bytes != t->params.row_bytes)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: rows of %u bytes, table rows are %u bytes", fn, row_bytes,
+                            t->params.row_bytes);
+    return ENGRAM_OK;
+}
+
+static engram_status_t check_scales_arg(const engram_table_t *t, const char *fn, const uint32_t *scales)
+{
+    if ((scales != NULL) != (t->params.scale_packs > 0))
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: scales %s but the table has %u scale packs per row", fn,
+                            scales ? "given" : "missing", t->params.scale_packs);
+    return ENGRAM_OK;
+}
+
+static engram_status_t check_idle(const engram_table_t *t, const char *fn)
+{
+    if (t->fetches_in_flight > 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "%s: %d fetches of this table are in flight", fn, t->fetches_in_flight);
+    return ENGRAM_OK;
+}
+
 static engram_status_t check_write(const engram_table_t *t, const void *rows, uint32_t row_bytes,
                                    const uint32_t *scales)
 {
-    if (t->fetches_in_flight > 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_write: %d fetches of this table are in flight",
-                            t->fetches_in_flight);
-    if (rows == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_write: rows is NULL");
-    if (row_bytes != t->params.row_bytes)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_write: rows of %u bytes, table rows are %u bytes", row_bytes,
-                            t->params.row_bytes);
-    if ((scales != NULL) != (t->params.scale_packs > 0))
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_write: scales %s but the table has %u scale packs per row",
-                            scales ? "given" : "missing", t->params.scale_packs);
+    engram_status_t st = check_idle(t, "engram_write");
+    if (st == ENGRAM_OK && t->writing)
+        st = ENGRAM_ERROR(ENGRAM_ERR_STATE, "engram_write: engram_write_begin has begun a write; end it with "
+                                            "engram_write_end");
+    if (st == ENGRAM_OK)
+        st = check_rows_arg(t, "engram_write", rows, 1, row_bytes);
+    return st == ENGRAM_OK ? check_scales_arg(t, "engram_write", scales) : st;
+}
+
+/* Rows [first, first + n) of this rank's shard from rows[n][row_bytes]. */
+static engram_status_t copy_rows(engram_table_t *t, uint64_t first, uint64_t n, const void *rows)
+{
+    if (t->params.recv == ENGRAM_RECV_CUDA)
+        return engram_gpu_table_write_rows(t, first, n, rows);
+    const uint32_t row_bytes = t->params.row_bytes;
+    char *dst = (char *)t->shard->addr + first * t->shape.row_stride;
+    for (uint64_t i = 0; i < n; i++)
+        memcpy(dst + i * t->shape.row_stride, (const char *)rows + i * row_bytes, row_bytes);
     return ENGRAM_OK;
+}
+
+/* The closing step of a write, after every rank's arguments agreed, with
+ * this rank's status so far: the scales, then the closing agreement (also
+ * the barrier: no rank reads before every rank has written). */
+static engram_status_t finish_write(engram_table_t *t, const uint32_t *scales, engram_status_t st)
+{
+    if (st == ENGRAM_OK && t->params.recv == ENGRAM_RECV_CUDA)
+        st = engram_gpu_table_write_end(t, scales);
+    else if (st == ENGRAM_OK && scales != NULL)
+        memcpy(t->scales, scales, t->sizes.scales_bytes);
+    st = engram_group_agree(t->ctx->group, st);
+    t->writing = false;
+    t->written = st == ENGRAM_OK;
+    return st;
 }
 
 engram_status_t engram_write(engram_table_t *t, const void *rows, uint32_t row_bytes, const uint32_t *scales)
@@ -426,19 +474,61 @@ engram_status_t engram_write(engram_table_t *t, const void *rows, uint32_t row_b
     engram_status_t st = engram_group_agree(t->ctx->group, check_write(t, rows, row_bytes, scales));
     if (st != ENGRAM_OK)
         return st;
-    if (t->params.recv == ENGRAM_RECV_CUDA) {
-        st = engram_gpu_table_write(t, rows, scales);
-    } else {
-        const char *src = rows;
-        char *dst = t->shard->addr;
-        for (uint64_t i = 0; i < t->params.entries_per_rank; i++)
-            memcpy(dst + i * t->shape.row_stride, src + i * row_bytes, row_bytes);
-        if (scales)
-            memcpy(t->scales, scales, t->sizes.scales_bytes);
-    }
-    /* Also the closing barrier: no rank reads before every rank has written. */
+    t->written = false;
+    return finish_write(t, scales, copy_rows(t, 0, t->params.entries_per_rank, rows));
+}
+
+engram_status_t engram_write_begin(engram_table_t *t)
+{
+    if (t == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_write_begin: table is NULL");
+    engram_status_t st = check_idle(t, "engram_write_begin");
+    if (st == ENGRAM_OK && t->writing)
+        st = ENGRAM_ERROR(ENGRAM_ERR_STATE, "engram_write_begin: a write has begun already");
     st = engram_group_agree(t->ctx->group, st);
-    if (st == ENGRAM_OK)
-        t->written = true;
+    if (st != ENGRAM_OK)
+        return st;
+    t->writing = true;
+    t->written = false;
+    t->write_status = ENGRAM_OK;
+    return ENGRAM_OK;
+}
+
+engram_status_t engram_write_rows(engram_table_t *t, uint64_t first_row, uint64_t num_rows, const void *rows,
+                                  uint32_t row_bytes)
+{
+    if (t == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_write_rows: table is NULL");
+    if (!t->writing)
+        return ENGRAM_ERROR(ENGRAM_ERR_STATE, "engram_write_rows outside engram_write_begin .. engram_write_end");
+    engram_status_t st = check_rows_arg(t, "engram_write_rows", rows, num_rows, row_bytes);
+    const uint64_t epr = t->params.entries_per_rank;
+    if (st == ENGRAM_OK && (first_row > epr || num_rows > epr - first_row))
+        st = ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "engram_write_rows: rows [%llu, %llu + %llu) pass the shard's %llu rows",
+                          (unsigned long long)first_row, (unsigned long long)first_row, (unsigned long long)num_rows,
+                          (unsigned long long)epr);
+    if (st == ENGRAM_OK && num_rows > 0)
+        st = copy_rows(t, first_row, num_rows, rows);
+    /* rows the caller meant to write are missing: every rank hears of it at engram_write_end */
+    if (st != ENGRAM_OK && t->write_status == ENGRAM_OK)
+        t->write_status = st;
     return st;
+}
+
+engram_status_t engram_write_end(engram_table_t *t, const uint32_t *scales)
+{
+    if (t == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_write_end: table is NULL");
+    engram_status_t st = t->writing ? check_scales_arg(t, "engram_write_end", scales)
+                                    : ENGRAM_ERROR(ENGRAM_ERR_STATE, "engram_write_end without engram_write_begin");
+    if (st == ENGRAM_OK && t->write_status != ENGRAM_OK)
+        st = ENGRAM_ERROR(t->write_status, "engram_write_end: an engram_write_rows of this rank failed (%s)",
+                          engram_status_str(t->write_status));
+    /* Any failure ends the write unwritten on every rank: begin again. */
+    st = engram_group_agree(t->ctx->group, st);
+    if (st != ENGRAM_OK) {
+        t->writing = false;
+        return st;
+    }
+    return finish_write(t, scales, ENGRAM_OK);
 }

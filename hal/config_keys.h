@@ -48,7 +48,14 @@
       "recv=cuda: SMs the fetch kernel occupies (one block each); 0 = all; auto = the fewest reaching 0.9 of all") \
     X(gpu_table, ENUM, "host_numa", "host_numa|device",                                               \
       "recv=cuda: table shards in host memory on the GPU's NUMA node, or in GPU memory (peers over NVLink)") \
-    X(dedup, ENUM, "auto", "off|on|auto", "Fetch each distinct row of a batch once; auto: only where its distinct fraction pays")
+    X(dedup, ENUM, "auto", "off|on|auto", "Fetch each distinct row of a batch once; auto: only where its distinct fraction pays") \
+    X(gpu_path, ENUM, "auto", "auto|uva|host_gather",                                                 \
+      "recv=cuda, host_numa tables: uva = the GPU kernel reads host rows; host_gather = host threads "   \
+      "gather them into pinned staging and the copy engine moves it (0 SMs); auto = uva only for tables " \
+      "within the GPU's measured reach into host memory")                                               \
+    X(gather_threads, INT, "auto", "auto|1..1024",                                                    \
+      "host_gather: threads of the table's pool; auto = the cores of the shard's NUMA node over its local ranks, less one") \
+    X(gather_chunk_kib, INT, "512", "4..65536", "host_gather: KiB of rows the copy engine moves per copy")
 
 #define ENGRAM_CONFIG_FIELD_INT(name) int64_t name;
 #define ENGRAM_CONFIG_FIELD_ENUM(name) int name;
@@ -65,6 +72,7 @@ enum { ENGRAM_CONFIG_NUM_KEYS = 0 ENGRAM_CONFIG_KEYS(ENGRAM_CONFIG_COUNT_ONE) };
  * huge_pages' are in config_view.h, which transports see). */
 enum { ENGRAM_GPU_TABLE_HOST_NUMA = 0, ENGRAM_GPU_TABLE_DEVICE = 1 };
 enum { ENGRAM_DEDUP_OFF = 0, ENGRAM_DEDUP_ON = 1, ENGRAM_DEDUP_AUTO = 2 };
+enum { ENGRAM_GPU_PATH_AUTO = 0, ENGRAM_GPU_PATH_UVA = 1, ENGRAM_GPU_PATH_HOST_GATHER = 2 };
 /* An INT key's "auto" (accepted "auto|min..max"): below every range's min. */
 #define ENGRAM_CONFIG_INT_AUTO (-1)
 

@@ -3,6 +3,7 @@
 #ifndef ENGRAM_MEMORY_NUMA_SYS_H
 #define ENGRAM_MEMORY_NUMA_SYS_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -16,6 +17,9 @@ int engram_numa_current_node(void);
 /* Whether `node` is a node with memory (/sys/.../node/has_memory); also
  * the highest such node into *max_node (-1 when the list is unreadable). */
 bool engram_numa_has_memory(int node, int *max_node);
+/* The CPUs of `node` into *set; their count, or -1 (set empty) when the
+ * machine does not say (no such node, no sysfs). */
+int engram_numa_node_cpus(int node, cpu_set_t *set);
 /* MPOL_PREFERRED for [addr, addr+size) on `node`; 0 or an errno. */
 int engram_numa_prefer(void *addr, size_t size, int node);
 

@@ -32,7 +32,7 @@ static uint64_t total_entries(const harness_t *h)
     return h->params.entries_per_rank * (uint64_t)engram_group_size(h->g);
 }
 
-engram_status_t harness_write(harness_t *h)
+engram_status_t harness_write_chunks(harness_t *h, uint64_t chunk_rows)
 {
     const engram_table_params_t *p = &h->params;
     uint64_t first = (uint64_t)engram_group_rank(h->g) * p->entries_per_rank;
@@ -43,10 +43,28 @@ engram_status_t harness_write(harness_t *h)
         table_gen_row(first + i, p->row_bytes, rows + i * p->row_bytes);
     for (uint64_t i = 0; i < nsf; i++)
         sf[i] = table_gen_scale(i / p->scale_packs, (uint32_t)(i % p->scale_packs));
-    engram_status_t st = engram_write(h->table, rows, p->row_bytes, sf);
+    engram_status_t st;
+    if (chunk_rows == 0) {
+        st = engram_write(h->table, rows, p->row_bytes, sf);
+    } else {
+        /* the chunks from the last to the first: order is the caller's */
+        st = engram_write_begin(h->table);
+        uint64_t n = p->entries_per_rank, chunks = (n + chunk_rows - 1) / chunk_rows;
+        for (uint64_t c = chunks; st == ENGRAM_OK && c-- > 0;) {
+            uint64_t lo = c * chunk_rows, cnt = n - lo < chunk_rows ? n - lo : chunk_rows;
+            st = engram_write_rows(h->table, lo, cnt, rows + lo * p->row_bytes, p->row_bytes);
+        }
+        if (st == ENGRAM_OK)
+            st = engram_write_end(h->table, sf);
+    }
     free(rows);
     free(sf);
     return st;
+}
+
+engram_status_t harness_write(harness_t *h)
+{
+    return harness_write_chunks(h, 0);
 }
 
 void harness_close(harness_t *h)

@@ -18,6 +18,9 @@ engram_status_t harness_open(harness_t *h, engram_group_t *g, const char *transp
                              const engram_table_params_t *params);
 /* Writes rows and (if the table has them) scales from table_gen_row/table_gen_scale. */
 engram_status_t harness_write(harness_t *h);
+/* The same through engram_write_begin / engram_write_rows of chunk_rows
+ * rows each, last chunk first / engram_write_end (0: engram_write). */
+engram_status_t harness_write_chunks(harness_t *h, uint64_t chunk_rows);
 void harness_close(harness_t *h);
 
 /* Compares a completed fetch with the reference; bad (out of range)

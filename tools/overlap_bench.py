@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Fetch beside compute (issue 17): a bf16 GEMM stream and a fetch stream on
-one GPU, all in one run.
+"""Fetch beside compute: a bf16 GEMM stream and a fetch stream on one GPU,
+all in one run.
 
 For each fetch shape (default 512x24 and 8192x24 rows of 256 B from a
 1M-row host table) it measures, on the same GPU in the same process:
@@ -8,8 +8,10 @@ For each fetch shape (default 512x24 and 8192x24 rows of 256 B from a
   gemm    N bf16 M^3 GEMMs alone on their stream
   h2d     a contiguous pinned host-to-device copy of the fetch's bytes, alone
           and beside the GEMMs (what the fetch is held against)
-  engram  engram_fetch (recv='cuda', table in host memory) at gpu_sms = 4, 8,
-          16, all (0) and auto: alone, and beside the GEMMs
+  engram  engram_fetch (recv='cuda', table in host memory) on the UVA
+          kernel at gpu_sms = 4, 8, 16, all (0) and auto, and (--sms
+          host_gather) on host threads and the copy engine: alone, and
+          beside the GEMMs
   torch   torch.index_select on a UVA view of a pinned host copy of the
           table (the reference a PyTorch user writes), alone and beside
 
@@ -27,7 +29,7 @@ the GEMMs (the hardest case for overlap); --fetches fixes it.
 
     python3 tools/overlap_bench.py [--json out.jsonl] [--indices trace.npy] [--ranks 4]
 
-Needs torch with CUDA and the engram Python package (python/, issue 15);
+Needs torch with CUDA and the engram Python package (python/);
 ENGRAM_LOG_LEVEL=info prints gpu_sms=auto's choice when a table is created.
 Output: one JSON object per measurement on stdout (or --json), then a table.
 """
@@ -58,7 +60,8 @@ def parse_args(argv=None):
     p.add_argument("--rows", type=int, default=1 << 20, help="host table rows [1048576]")
     p.add_argument("--hidden", type=int, default=128, help="bf16 elements per row [128 = 256 B]")
     p.add_argument("--shapes", default="512x24,8192x24", help="fetch shapes TOKENSxENTRIES [512x24,8192x24]")
-    p.add_argument("--sms", default="4,8,16,all,auto", help="engram gpu_sms values [4,8,16,all,auto]")
+    p.add_argument("--sms", default="4,8,16,all,auto",
+                   help="engram gpu_sms values of the UVA kernel, or host_gather (no SM) [4,8,16,all,auto]")
     p.add_argument("--gemm-size", type=int, default=8192, help="M = N = K of the bf16 GEMM [8192]")
     p.add_argument("--gemms", type=int, default=20, help="GEMMs per run [20]")
     p.add_argument("--fetches", type=int, default=0, help="fetches per run; 0 = about the GEMMs' time [0]")
@@ -97,10 +100,11 @@ def parse_sms(text):
         v = v.strip()
         if v == "all":
             out.append(("all", "0"))
-        elif v == "auto" or (v.isdigit() and int(v) > 0):
+        elif v in ("auto", "host_gather") or (v.isdigit() and int(v) > 0):
             out.append((v, v))
         else:
-            raise SystemExit("overlap_bench: --sms values are positive integers, all or auto; got %r" % v)
+            raise SystemExit("overlap_bench: --sms values are positive integers, all, auto or host_gather; got %r"
+                             % v)
     return out
 
 
@@ -259,10 +263,13 @@ class Shards:
     def open(self, tokens, ept, gpu_sms):
         engram = need("engram")
         per = self.args.rows // self.group.size
-        if self.group.rank != 0:
-            gpu_sms = "1"  # holds a shard, fetches nothing: no calibration beside rank 0's
+        config = {"gpu_path": "uva", "gpu_sms": gpu_sms, "fetch_slots": str(FETCH_SLOTS)}
+        if gpu_sms == "host_gather":
+            config.update(gpu_path="host_gather", gpu_sms="auto")
+        elif self.group.rank != 0:
+            config["gpu_sms"] = "1"  # holds a shard, fetches nothing: no calibration beside rank 0's
         buf = engram.Buffer(self.group, per, self.args.hidden, self.table.dtype, tokens, ept, recv="cuda",
-                            config={"gpu_sms": gpu_sms, "fetch_slots": str(FETCH_SLOTS)})
+                            config=config)
         try:
             lo = self.group.rank * per
             buf.engram_write(self.table[lo:lo + per])

@@ -19,6 +19,7 @@
  * the caller queues in between overlaps the transfer. */
 #include "engram/fetch_handle.h"
 #include "engram/gpu/gpu_dedup.h"
+#include "engram/gpu/gpu_host_gather.h"
 #include "engram/gpu/gpu_remote.h"
 #include "engram/gpu/gpu_state.h"
 #include "engram/gpu/gpu_table.h"
@@ -88,6 +89,8 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
     const engram_table_t *t = f->table;
     cudaError_t ce = cudaSuccess;
     g->slot_seq[slot] = 0; /* the event tells completion unless the kernel signals */
+    if (g->host != NULL)
+        return engram_gpu_host_gather_fetch(f, slot, indices, stream);
     if (g->launch != NULL)
         g->wait_pending[slot] = false;
     if (f->num_tokens > 0 && g->launch != NULL) {
@@ -165,6 +168,11 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
     enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing((cudaStream_t)stream, &capture) != cudaSuccess)
         capture = cudaStreamCaptureStatusNone;
+    if (capture != cudaStreamCaptureStatusNone && g->host != NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
+                            "engram_fetch_on_stream: stream is capturing a CUDA graph, but this table's rows come "
+                            "by gpu_path=host_gather, whose host threads are handed each fetch by the host (a graph "
+                            "replays none of that); create tables fetched in graphs with gpu_path=uva");
     if (capture != cudaStreamCaptureStatusNone && g->remote != NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
                             "engram_fetch_on_stream: stream is capturing a CUDA graph, but rows of other nodes "
@@ -238,9 +246,15 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
     cudaError_t ce = slot_query(g, slot);
     if (ce == cudaErrorNotReady)
         return ENGRAM_INPROGRESS;
+    if (ce == cudaSuccess && g->host != NULL) {
+        engram_status_t st = engram_gpu_host_gather_test(f, slot);
+        f->completed = st != ENGRAM_INPROGRESS;
+        return st;
+    }
     f->completed = true;
     if (ce != cudaSuccess) {
-        f->status = ENGRAM_ERROR(ENGRAM_ERR_TRANSPORT, "GPU fetch kernel failed: %s", cudaGetErrorString(ce));
+        f->status = ENGRAM_ERROR(ENGRAM_ERR_TRANSPORT, "GPU fetch %s failed: %s",
+                                 g->host != NULL ? "copy" : "kernel", cudaGetErrorString(ce));
         return f->status;
     }
     uint64_t first = UINT64_MAX;

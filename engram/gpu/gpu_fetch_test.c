@@ -32,6 +32,8 @@ typedef struct scenario {
     const char *ucx_tls; /* UCX_TLS for transport=ucx */
     const char *dedup;   /* the dedup key; NULL = its default */
     bool mixed_sms;      /* gpu_sms=auto on rank 0, 3 on the others (a rank's own key; an odd grid launches unclustered) */
+    const char *gpu_path; /* NULL = its default (auto: uva for these small tables) */
+    const char *gather;   /* host_gather's "threads,chunk_kib"; NULL = the defaults */
 } scenario_t;
 
 /* The bad-index report of the last fetch finish() waited for. */
@@ -221,6 +223,42 @@ static engram_context_t *open_context(engram_group_t *g, const scenario_t *sc, b
     return h.ctx;
 }
 
+/* gpu_path=host_gather where it cannot run (rows of other nodes, shards in
+ * GPU memory): every rank's table create is refused with the reason. */
+static bool host_gather_refused(engram_group_t *g, engram_context_t *ctx, const scenario_t *sc)
+{
+    bool device = strcmp(sc->gpu_table, "device") == 0;
+    if (sc->gpu_path == NULL || strcmp(sc->gpu_path, "host_gather") != 0 ||
+        (!device && sc->local == engram_group_size(g)))
+        return false;
+    engram_table_params_t p = {.size = sizeof(p), .entries_per_rank = 1000, .row_bytes = 256,
+                               .entries_per_token = EPT, .max_tokens = MAX_TOKENS, .recv = ENGRAM_RECV_CUDA};
+    engram_table_t *t = NULL;
+    CHECK_STATUS(engram_table_create(ctx, &p, &t), ENGRAM_ERR_UNSUPPORTED);
+    CHECK(strstr(engram_last_error(), device ? "gpu_path=host_gather: the table is in GPU memory"
+                                             : "gpu_path=host_gather: the group spans nodes") != NULL);
+    CHECK(t == NULL);
+    CHECK_OK(engram_context_destroy(ctx));
+    return true;
+}
+
+/* A host_gather table's fetch under CUDA graph capture is refused by
+ * name, and the stream is usable after. */
+static void check_capture_refused(harness_t *h, cudaStream_t s)
+{
+    int64_t *d_idx;
+    CUDA_CHECK(cudaMalloc((void **)&d_idx, EPT * sizeof(int64_t)));
+    CUDA_CHECK(cudaMemset(d_idx, 0, EPT * sizeof(int64_t)));
+    cudaGraph_t graph;
+    engram_fetch_t *f = NULL;
+    CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    CHECK_STATUS(engram_fetch_on_stream(h->table, d_idx, 1, 0, s, &f), ENGRAM_ERR_UNSUPPORTED);
+    CHECK(strstr(engram_last_error(), "gpu_path=host_gather") != NULL);
+    CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaFree(d_idx));
+}
+
 static int rank_main(engram_group_t *g, void *arg)
 {
     const scenario_t *sc = arg;
@@ -242,7 +280,17 @@ static int rank_main(engram_group_t *g, void *arg)
         setenv("ENGRAM_DEDUP", sc->dedup, 1);
     if (sc->mixed_sms)
         setenv("ENGRAM_GPU_SMS", rank == 0 ? "auto" : "3", 1);
+    if (sc->gpu_path)
+        setenv("ENGRAM_GPU_PATH", sc->gpu_path, 1);
+    if (sc->gather) {
+        char threads[16];
+        snprintf(threads, sizeof(threads), "%.*s", (int)(strchr(sc->gather, ',') - sc->gather), sc->gather);
+        setenv("ENGRAM_GATHER_THREADS", threads, 1);
+        setenv("ENGRAM_GATHER_CHUNK_KIB", strchr(sc->gather, ',') + 1, 1);
+    }
     engram_context_t *ctx = open_context(g, sc, gin);
+    if (host_gather_refused(g, ctx, sc))
+        return 0;
     cudaStream_t s;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     static const struct { uint32_t row_bytes, packs; } dtypes[] = {{256, 0}, {256, 1}, {72, 3}, {30, 0}};
@@ -257,7 +305,8 @@ static int rank_main(engram_group_t *g, void *arg)
         CHECK_OK(engram_table_create(ctx, &p, &h.table));
         engram_fetch_t *f;
         CHECK_STATUS(engram_fetch_on_stream(h.table, NULL, 0, 0, s, &f), ENGRAM_ERR_STATE);
-        CHECK_OK(harness_write(&h));
+        /* one table of each scenario written in pieces */
+        CHECK_OK(harness_write_chunks(&h, d == 2 ? 77 : 0));
         int64_t one = 0;
         CHECK_STATUS(engram_fetch(h.table, &one, 1, 0, &f), ENGRAM_ERR_INVALID);
         check_shapes(&h, s, false);
@@ -270,6 +319,8 @@ static int rank_main(engram_group_t *g, void *arg)
         check_repeats(&h, s, false);
         if (dtypes[d].packs)
             check_repeats(&h, s, true);
+        if (sc->gpu_path != NULL && strcmp(sc->gpu_path, "host_gather") == 0)
+            check_capture_refused(&h, s);
         CHECK_OK(engram_table_destroy(h.table));
     }
     CHECK_OK(engram_context_destroy(ctx));
@@ -281,35 +332,42 @@ int main(void)
 {
 #ifdef ENGRAM_GPU_TEST_NCCL_GIN
     static const scenario_t shapes[] = {
-        {2, 2, false, "host_numa", "nccl_gin", NULL, NULL, false},
-        {2, 2, true, "host_numa", "nccl_gin", NULL, NULL, false},
-        {2, 1, false, "host_numa", "nccl_gin", NULL, NULL, false},
-        {2, 1, true, "host_numa", "nccl_gin", NULL, NULL, false},
-        {2, 2, false, "device", "nccl_gin", NULL, NULL, false},
-        {2, 1, true, "host_numa", "nccl_gin", NULL, "on", false}};
+        {2, 2, false, "host_numa", "nccl_gin", NULL, NULL, false, NULL, NULL},
+        {2, 2, true, "host_numa", "nccl_gin", NULL, NULL, false, NULL, NULL},
+        {2, 1, false, "host_numa", "nccl_gin", NULL, NULL, false, NULL, NULL},
+        {2, 1, true, "host_numa", "nccl_gin", NULL, NULL, false, NULL, NULL},
+        {2, 2, false, "device", "nccl_gin", NULL, NULL, false, NULL, NULL},
+        {2, 1, true, "host_numa", "nccl_gin", NULL, "on", false, NULL, NULL}};
 #else
     static const scenario_t shapes[] = {
-        {1, 1, false, "host_numa", "loopback", NULL, NULL, false},
-        {4, 4, false, "host_numa", "loopback", NULL, NULL, false},
-        {4, 4, true, "host_numa", "loopback", NULL, NULL, false},
-        {1, 1, false, "device", "loopback", NULL, NULL, false},
-        {4, 4, false, "device", "loopback", NULL, NULL, false},
-        {4, 4, true, "device", "loopback", NULL, NULL, false},
+        {1, 1, false, "host_numa", "loopback", NULL, NULL, false, NULL, NULL},
+        {4, 4, false, "host_numa", "loopback", NULL, NULL, false, NULL, NULL},
+        {4, 4, true, "host_numa", "loopback", NULL, NULL, false, NULL, NULL},
+        {1, 1, false, "device", "loopback", NULL, NULL, false, NULL, NULL},
+        {4, 4, false, "device", "loopback", NULL, NULL, false, NULL, NULL},
+        {4, 4, true, "device", "loopback", NULL, NULL, false, NULL, NULL},
         /* 2 emulated nodes x 2: the other node's rows through the host transport */
-        {4, 2, false, "host_numa", "loopback", NULL, NULL, false},
-        {4, 2, true, "host_numa", "loopback", NULL, NULL, false},
-        {4, 2, false, "device", "loopback", NULL, NULL, false},
-        {4, 2, false, "host_numa", "ucx", "posix,self", NULL, false},
-        {4, 2, true, "host_numa", "ucx", "posix,self", NULL, false},
-        {4, 2, true, "device", "ucx", "tcp,self", NULL, false},
-        {4, 2, false, "host_numa", "ucx", "tcp,self", NULL, false},
+        {4, 2, false, "host_numa", "loopback", NULL, NULL, false, NULL, NULL},
+        {4, 2, true, "host_numa", "loopback", NULL, NULL, false, NULL, NULL},
+        {4, 2, false, "device", "loopback", NULL, NULL, false, NULL, NULL},
+        {4, 2, false, "host_numa", "ucx", "posix,self", NULL, false, NULL, NULL},
+        {4, 2, true, "host_numa", "ucx", "posix,self", NULL, false, NULL, NULL},
+        {4, 2, true, "device", "ucx", "tcp,self", NULL, false, NULL, NULL},
+        {4, 2, false, "host_numa", "ucx", "tcp,self", NULL, false, NULL, NULL},
         /* dedup=on: this node's rows by the marking kernel, the other's by the host */
-        {1, 1, false, "host_numa", "loopback", NULL, "on", false},
-        {4, 4, true, "device", "loopback", NULL, "on", false},
-        {4, 2, false, "host_numa", "loopback", NULL, "on", false},
-        {4, 2, true, "host_numa", "ucx", "tcp,self", "on", false},
+        {1, 1, false, "host_numa", "loopback", NULL, "on", false, NULL, NULL},
+        {4, 4, true, "device", "loopback", NULL, "on", false, NULL, NULL},
+        {4, 2, false, "host_numa", "loopback", NULL, "on", false, NULL, NULL},
+        {4, 2, true, "host_numa", "ucx", "tcp,self", "on", false, NULL, NULL},
         /* ranks with different gpu_sms create their tables together */
-        {4, 4, false, "host_numa", "loopback", NULL, NULL, true}};
+        {4, 4, false, "host_numa", "loopback", NULL, NULL, true, NULL, NULL},
+        /* gpu_path=host_gather: host threads and the copy engine, no kernel */
+        {1, 1, false, "host_numa", "loopback", NULL, NULL, false, "host_gather", NULL},
+        {4, 4, false, "host_numa", "loopback", NULL, NULL, false, "host_gather", NULL},
+        {4, 4, true, "host_numa", "loopback", NULL, NULL, false, "host_gather", "3,4"},
+        {4, 4, false, "host_numa", "loopback", NULL, "on", false, "host_gather", "1,4"},
+        {4, 2, false, "host_numa", "loopback", NULL, NULL, false, "host_gather", NULL},  /* refused */
+        {1, 1, false, "device", "loopback", NULL, NULL, false, "host_gather", NULL}};   /* refused */
 #endif
     /* every scenario runs, so one failure does not hide the others */
     int failed = 0;
@@ -317,10 +375,12 @@ int main(void)
         const scenario_t *sc = &shapes[s];
         int codes[8];
         engram_status_t st = engram_group_fork_run(sc->ranks, sc->local, rank_main, (void *)sc, codes);
-        printf("gpu_fetch_test: %d ranks, %d per node, %s, table in %s, transport %s%s%s%s%s%s: %s\n", sc->ranks,
-               sc->local, sc->hybrid ? "hybrid" : "direct", sc->gpu_table, sc->transport,
+        printf("gpu_fetch_test: %d ranks, %d per node, %s, table in %s, transport %s%s%s%s%s%s%s%s%s%s: %s\n",
+               sc->ranks, sc->local, sc->hybrid ? "hybrid" : "direct", sc->gpu_table, sc->transport,
                sc->ucx_tls ? " UCX_TLS=" : "", sc->ucx_tls ? sc->ucx_tls : "", sc->dedup ? " dedup=" : "",
-               sc->dedup ? sc->dedup : "", sc->mixed_sms ? " gpu_sms=auto|3" : "", st == ENGRAM_OK ? "ok" : "FAILED");
+               sc->dedup ? sc->dedup : "", sc->mixed_sms ? " gpu_sms=auto|3" : "", sc->gpu_path ? " gpu_path=" : "",
+               sc->gpu_path ? sc->gpu_path : "", sc->gather ? " gather=" : "", sc->gather ? sc->gather : "",
+               st == ENGRAM_OK ? "ok" : "FAILED");
         fflush(stdout);
         failed += st != ENGRAM_OK;
     }

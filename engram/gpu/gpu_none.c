@@ -17,9 +17,16 @@ engram_status_t engram_gpu_table_create(engram_context_t *ctx, engram_table_t *t
     return engram_group_agree(ctx->group, st == ENGRAM_OK ? engram_gpu_table_check(ctx, NULL) : st);
 }
 
-engram_status_t engram_gpu_table_write(engram_table_t *t, const void *rows, const uint32_t *scales)
+engram_status_t engram_gpu_table_write_rows(engram_table_t *t, uint64_t first, uint64_t n, const void *rows)
 {
+    (void)first;
+    (void)n;
     (void)rows;
+    return engram_gpu_table_check(t->ctx, &t->params);
+}
+
+engram_status_t engram_gpu_table_write_end(engram_table_t *t, const uint32_t *scales)
+{
     (void)scales;
     return engram_gpu_table_check(t->ctx, &t->params);
 }
@@ -27,6 +34,13 @@ engram_status_t engram_gpu_table_write(engram_table_t *t, const void *rows, cons
 void engram_gpu_table_destroy(engram_table_t *t)
 {
     (void)t;
+}
+
+const char *engram_gpu_table_path(const engram_table_t *t, int *gather_threads)
+{
+    (void)t;
+    *gather_threads = 0;
+    return "none";
 }
 
 engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)

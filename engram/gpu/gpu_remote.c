@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "engram/gpu/gpu_host_gather.h"
 #include "engram/gpu/gpu_remote.h"
 #include "hal/deadline.h"
 #include "hal/log.h"
@@ -149,13 +150,11 @@ void engram_gpu_remote_destroy(engram_table_t *t, engram_gpu_table_t *g)
     g->remote = NULL;
 }
 
-engram_status_t engram_gpu_remote_write(engram_table_t *t, const void *rows)
+engram_status_t engram_gpu_remote_write_rows(engram_table_t *t, uint64_t first, uint64_t n, const void *rows)
 {
     engram_gpu_remote_t *r = ((engram_gpu_table_t *)t->gpu)->remote;
-    const engram_table_params_t *p = &t->params;
-    cudaError_t ce = cudaMemcpy2D(r->mirror->addr, t->shape.row_stride, rows, p->row_bytes, p->row_bytes,
-                                  p->entries_per_rank, cudaMemcpyHostToHost);
-    return ce == cudaSuccess ? ENGRAM_OK : cuda_error("writing the shard's host mirror", ce);
+    return engram_gpu_rows_to_host((char *)r->mirror->addr + first * t->shape.row_stride, t->shape.row_stride, rows,
+                                   t->params.row_bytes, n);
 }
 
 engram_status_t engram_gpu_remote_copy_indices(engram_fetch_slot_t *f, int slot, const int64_t *indices, void *stream)
@@ -243,6 +242,8 @@ static engram_status_t issue_rows(engram_fetch_slot_t *f, engram_gpu_table_t *g,
                 dst_row[staged++] = row;
         }
     }
+    if (dd != NULL)
+        atomic_fetch_add_explicit(&t->stat_repeats, dd->num_copies, memory_order_relaxed);
     remote_slot_t *rs = &r->slots[slot];
     rs->staged = rs->placed = staged;
     if (dd != NULL && dd->num_copies > 0)

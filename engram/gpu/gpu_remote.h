@@ -33,8 +33,8 @@
 engram_status_t engram_gpu_remote_create(engram_table_t *t, engram_gpu_table_t *g);
 /* Releases what create took, whatever it got to. */
 void engram_gpu_remote_destroy(engram_table_t *t, engram_gpu_table_t *g);
-/* Copies this rank's rows into the mirror. */
-engram_status_t engram_gpu_remote_write(engram_table_t *t, const void *rows);
+/* Copies rows [first, first + n) of this rank's shard into the mirror. */
+engram_status_t engram_gpu_remote_write_rows(engram_table_t *t, uint64_t first, uint64_t n, const void *rows);
 /* Step 1's copy, queued on stream before the kernel (f->num_tokens > 0). */
 engram_status_t engram_gpu_remote_copy_indices(engram_fetch_slot_t *f, int slot, const int64_t *indices, void *stream);
 /* Steps 2-3. On an error the gets already issued are flushed all the same. */

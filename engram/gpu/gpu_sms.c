@@ -35,33 +35,38 @@ static uint64_t splitmix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/* Rows per millisecond at `blocks` SMs: the best of CAL_ROUNDS timings. */
-static cudaError_t rate_at(calib_t *c, int blocks, double *rate)
+cudaError_t engram_gpu_gather_rate(const engram_gpu_gather_args_t *a, int blocks, cudaStream_t stream,
+                                   cudaEvent_t start, cudaEvent_t stop, double *rate)
 {
     double best = 0;
     for (int round = 0; round < CAL_ROUNDS; round++) {
         cudaError_t ce = cudaSuccess;
         for (int i = 0; ce == cudaSuccess && i < CAL_WARMUP; i++)
-            ce = (cudaError_t)engram_gpu_gather_launch(&c->args, blocks, c->stream);
+            ce = (cudaError_t)engram_gpu_gather_launch(a, blocks, stream);
         if (ce == cudaSuccess)
-            ce = cudaEventRecord(c->start, c->stream);
+            ce = cudaEventRecord(start, stream);
         for (int i = 0; ce == cudaSuccess && i < CAL_REPS; i++)
-            ce = (cudaError_t)engram_gpu_gather_launch(&c->args, blocks, c->stream);
+            ce = (cudaError_t)engram_gpu_gather_launch(a, blocks, stream);
         if (ce == cudaSuccess)
-            ce = cudaEventRecord(c->stop, c->stream);
+            ce = cudaEventRecord(stop, stream);
         if (ce == cudaSuccess)
-            ce = cudaEventSynchronize(c->stop);
+            ce = cudaEventSynchronize(stop);
         float ms = 0;
         if (ce == cudaSuccess)
-            ce = cudaEventElapsedTime(&ms, c->start, c->stop);
+            ce = cudaEventElapsedTime(&ms, start, stop);
         if (ce != cudaSuccess)
             return ce;
-        double r = ms > 0 ? (double)c->args.num_rows * CAL_REPS / ms : 0;
+        double r = ms > 0 ? (double)a->num_rows * CAL_REPS / ms : 0;
         if (r > best)
             best = r;
     }
     *rate = best;
     return cudaSuccess;
+}
+
+static cudaError_t rate_at(calib_t *c, int blocks, double *rate)
+{
+    return engram_gpu_gather_rate(&c->args, blocks, c->stream, c->start, c->stop, rate);
 }
 
 /* The next budget to try after b: 1, 2, 3, 4, 6, 8, 12, 16, 24, ... */

@@ -17,4 +17,9 @@
  * CUDA error returns it, leaving g->blocks = sms. */
 engram_status_t engram_gpu_sms_calibrate(engram_table_t *t, engram_gpu_table_t *g, int sms);
 
+/* Rows per millisecond of the gather kernel launched with `a` at `blocks`
+ * SMs on `stream`: the best of a few timings (start/stop time them). */
+cudaError_t engram_gpu_gather_rate(const engram_gpu_gather_args_t *a, int blocks, cudaStream_t stream,
+                                   cudaEvent_t start, cudaEvent_t stop, double *rate);
+
 #endif

@@ -7,6 +7,7 @@
 #include "engram/internal.h"
 
 typedef struct engram_gpu_remote engram_gpu_remote_t; /* gpu_remote.c */
+typedef struct engram_gpu_host engram_gpu_host_t;     /* gpu_host_gather.c */
 
 typedef struct engram_gpu_table {
     int device;
@@ -34,6 +35,11 @@ typedef struct engram_gpu_table {
     uint64_t *slot_seq;
     uint64_t last_seq;            /* the table's last seq handed to a kernel */
     engram_gpu_remote_t *remote;  /* rows owned by other nodes; NULL on a one-node group */
+    /* gpu_path (every rank of the group the same): host_gather rows come
+     * from host threads and the copy engine (gpu_host_gather.h), and
+     * nothing of the span below base + recv_bytes is mapped. */
+    bool host_path;
+    engram_gpu_host_t *host;      /* host_gather's state; NULL on the UVA path */
     /* GPU-initiated transport (hal/gpu_launcher.h): its kernel fetches the
      * rows of routed peers outside [first_peer, first_peer + local_peers),
      * and remote stays NULL. */

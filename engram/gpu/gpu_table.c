@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include "engram/gpu/gpu_dedup.h"
+#include "engram/gpu/gpu_host_gather.h"
+#include "engram/gpu/gpu_reach.h"
 #include "engram/gpu/gpu_remote.h"
 #include "engram/gpu/gpu_sms.h"
 #include "engram/gpu/gpu_state.h"
@@ -58,7 +60,8 @@ static engram_status_t alloc_cuda(engram_table_t *t, engram_gpu_table_t *g)
     cudaError_t ce = cudaSuccess;
     if (p->scale_packs > 0) {
         ce = cudaMalloc((void **)&g->scales_out, t->sizes.scales_recv_bytes);
-        if (ce == cudaSuccess)
+        /* host_gather's pool gathers the scales from a host copy */
+        if (ce == cudaSuccess && !g->host_path)
             ce = cudaMalloc((void **)&g->scales, t->sizes.scales_bytes);
         if (ce != cudaSuccess)
             return cuda_error("allocating the scales in GPU memory", ce);
@@ -68,7 +71,7 @@ static engram_status_t alloc_cuda(engram_table_t *t, engram_gpu_table_t *g)
     if (ce != cudaSuccess)
         return cuda_error("allocating the bad-index tallies (host-mapped)", ce);
     memset(g->bad, 0, (size_t)t->num_slots * g->sms * sizeof(*g->bad)); /* no report holds a seq yet */
-    engram_status_t st = engram_gpu_dedup_alloc(t, g);
+    engram_status_t st = g->host_path ? ENGRAM_OK : engram_gpu_dedup_alloc(t, g);
     if (st != ENGRAM_OK)
         return st;
     g->done = calloc((size_t)t->num_slots, sizeof(*g->done));
@@ -83,10 +86,9 @@ static engram_status_t alloc_cuda(engram_table_t *t, engram_gpu_table_t *g)
     return ENGRAM_OK;
 }
 
-/* Step 2: what this rank owns: shard, receive region, scales, events. */
-static engram_status_t alloc_local(engram_table_t *t, engram_gpu_table_t *g)
+/* Step 1: the device, and what does not depend on the path. */
+static engram_status_t open_device(engram_gpu_table_t *g, const engram_context_t *ctx)
 {
-    engram_context_t *ctx = t->ctx;
     cudaError_t ce = cudaGetDevice(&g->device);
     if (ce != cudaSuccess)
         return cuda_error("no current CUDA device", ce);
@@ -99,10 +101,93 @@ static engram_status_t alloc_local(engram_table_t *t, engram_gpu_table_t *g)
     ce = (cudaError_t)engram_gpu_kernels_load();
     if (ce != cudaSuccess)
         return cuda_error("loading the fetch kernels", ce);
-    engram_status_t st = engram_cuda_granularity(g->device, &g->gran);
+    return engram_cuda_granularity(g->device, &g->gran);
+}
+
+/* This rank's path: *host for host_gather, *uva_only when it cannot take
+ * host_gather (set, or not possible here); an error for a setting that
+ * cannot run. */
+static engram_status_t local_path(const engram_table_t *t, const engram_gpu_table_t *g, bool *host, bool *uva_only)
+{
+    const engram_context_t *ctx = t->ctx;
+    const int path = (int)ctx->cfg.gpu_path;
+    *host = false;
+    *uva_only = true;
+    if (path == ENGRAM_GPU_PATH_UVA)
+        return ENGRAM_OK;
+    const char *why = ctx->cfg.gpu_table == ENGRAM_GPU_TABLE_DEVICE ? "the table is in GPU memory (gpu_table=device)"
+                                                                     : engram_gpu_host_gather_unsupported(ctx);
+    if (why != NULL && path == ENGRAM_GPU_PATH_HOST_GATHER)
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "gpu_path=host_gather: %s", why);
+    if (why != NULL) {
+        ENGRAM_DEBUG("gpu_path=auto: uva, as %s", why);
+        return ENGRAM_OK;
+    }
+    *uva_only = false;
+    if (path == ENGRAM_GPU_PATH_HOST_GATHER) {
+        *host = true;
+        return ENGRAM_OK;
+    }
+    /* the rows this GPU reads: every local rank's shard */
+    const uint64_t local = (uint64_t)engram_group_local_size(ctx->group);
+    const uint64_t node_bytes = t->sizes.shard_bytes > UINT64_MAX / local ? UINT64_MAX : t->sizes.shard_bytes * local;
+    if (node_bytes <= ENGRAM_GPU_REACH_MIN_BYTES) {
+        ENGRAM_INFO("gpu_path=auto: uva for a table of %llu MiB of rows per node (within the first probe window)",
+                    (unsigned long long)(node_bytes >> 20));
+        return ENGRAM_OK;
+    }
+    engram_gpu_reach_t r;
+    engram_status_t st = engram_gpu_reach_measure(g->device, node_bytes, &r);
     if (st != ENGRAM_OK)
         return st;
-    st = alloc_seg(shard_ops(ctx), g, t->sizes.shard_bytes, &t->shard);
+    *host = node_bytes > r.reach_bytes;
+    ENGRAM_INFO("gpu_path=auto: %s for a table of %.2f GiB of rows per node: %s the GPU's measured reach into host "
+                "memory (%llu MiB)",
+                *host ? "host_gather" : "uva", (double)node_bytes / (1u << 30), *host ? "beyond" : "within",
+                (unsigned long long)(r.reach_bytes >> 20));
+    return ENGRAM_OK;
+}
+
+/* Collective: one path for the whole group (the shards' kind is
+ * theirs to share): host_gather when any rank takes it, refused when
+ * another cannot. */
+static engram_status_t choose_path(engram_table_t *t, engram_gpu_table_t *g, engram_status_t st)
+{
+    engram_group_t *grp = t->ctx->group;
+    bool host = false, uva_only = true;
+    if (st == ENGRAM_OK)
+        st = local_path(t, g, &host, &uva_only);
+    int n = engram_group_size(grp);
+    uint8_t *all = st == ENGRAM_OK ? malloc((size_t)n) : NULL;
+    if (st == ENGRAM_OK && all == NULL)
+        st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: out of memory for %d ranks' paths", n);
+    st = engram_group_agree(grp, st);
+    uint8_t mine = (uint8_t)((host ? 1u : 0u) | (uva_only ? 2u : 0u));
+    if (st == ENGRAM_OK)
+        st = engram_group_allgather(grp, &mine, all, 1);
+    int host_rank = -1, uva_rank = -1;
+    for (int r = 0; st == ENGRAM_OK && r < n; r++) {
+        if ((all[r] & 1u) && host_rank < 0)
+            host_rank = r;
+        if ((all[r] & 2u) && uva_rank < 0)
+            uva_rank = r;
+    }
+    free(all);
+    if (st == ENGRAM_OK && host_rank >= 0 && uva_rank >= 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
+                            "gpu_path: rank %d takes host_gather but rank %d can only take uva (gpu_path=uva or "
+                            "gpu_table=device there); set gpu_path and gpu_table the same on every rank",
+                            host_rank, uva_rank);
+    if (st == ENGRAM_OK)
+        g->host_path = host_rank >= 0;
+    return st;
+}
+
+/* Step 2: what this rank owns: shard, receive region, scales, events. */
+static engram_status_t alloc_local(engram_table_t *t, engram_gpu_table_t *g)
+{
+    engram_status_t st = g->host_path ? engram_gpu_host_gather_alloc_shard(t, g)
+                                      : alloc_seg(shard_ops(t->ctx), g, t->sizes.shard_bytes, &t->shard);
     if (st != ENGRAM_OK)
         return st;
     engram_table_fill_shape(t);
@@ -195,6 +280,7 @@ static void free_gpu(engram_table_t *t, engram_gpu_table_t *g)
     /* The launcher's window covers the span: it goes first. */
     if (g->launch != NULL)
         g->launcher->detach(g->launch);
+    engram_gpu_host_gather_destroy(t, g); /* waits on the slots' events */
     free(g->wait_pending);
     free(g->wait_stream);
     engram_gpu_remote_destroy(t, g);
@@ -228,11 +314,20 @@ engram_status_t engram_gpu_table_create(engram_context_t *ctx, engram_table_t *t
     if (st == ENGRAM_OK) {
         g = calloc(1, sizeof(*g));
         t->gpu = g;
-        st = g ? alloc_local(t, g) : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: out of memory for its state");
+        st = g ? open_device(g, ctx) : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: out of memory for its state");
         if (g != NULL)
             g->launcher = engram_context_gpu_launcher(ctx);
     }
+    st = choose_path(t, g, st);
+    if (st == ENGRAM_OK)
+        st = alloc_local(t, g);
     st = engram_group_agree(ctx->group, st);
+    if (st == ENGRAM_OK && g->host_path) { /* the same on every rank */
+        st = engram_gpu_host_gather_create(t, g);
+        if (st == ENGRAM_OK)
+            return ENGRAM_OK;
+        goto err_free;
+    }
     int my_fd = -1;
     if (st == ENGRAM_OK)
         st = engram_group_agree(ctx->group, t->shard->ops->export_fd(t->shard, &my_fd));
@@ -271,22 +366,62 @@ err_free:
     return st;
 }
 
-engram_status_t engram_gpu_table_write(engram_table_t *t, const void *rows, const uint32_t *scales)
+/* Runs fn on a private stream, then waits for that stream alone: a write
+ * stalls none of the caller's streams. */
+static cudaError_t on_own_stream(cudaError_t (*fn)(engram_table_t *, uint64_t, uint64_t, const void *, cudaStream_t),
+                                 engram_table_t *t, uint64_t first, uint64_t n, const void *src)
+{
+    cudaStream_t s;
+    cudaError_t ce = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (ce != cudaSuccess)
+        return ce;
+    ce = fn(t, first, n, src, s);
+    /* copies from pageable memory may return before the DMA lands */
+    cudaError_t se = cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
+    return ce != cudaSuccess ? ce : se;
+}
+
+static cudaError_t copy_rows(engram_table_t *t, uint64_t first, uint64_t n, const void *rows, cudaStream_t s)
+{
+    const uint32_t row_bytes = t->params.row_bytes;
+    return cudaMemcpy2DAsync((char *)t->shard->addr + first * t->shape.row_stride, t->shape.row_stride, rows,
+                             row_bytes, row_bytes, n, cudaMemcpyDefault, s);
+}
+
+static cudaError_t copy_scales(engram_table_t *t, uint64_t first, uint64_t n, const void *scales, cudaStream_t s)
+{
+    (void)first;
+    (void)n;
+    engram_gpu_table_t *g = t->gpu;
+    return cudaMemcpyAsync(g->scales, scales, t->sizes.scales_bytes, cudaMemcpyHostToDevice, s);
+}
+
+engram_status_t engram_gpu_table_write_rows(engram_table_t *t, uint64_t first, uint64_t n, const void *rows)
 {
     engram_gpu_table_t *g = t->gpu;
-    const engram_table_params_t *p = &t->params;
-    cudaError_t ce = cudaMemcpy2D(t->shard->addr, t->shape.row_stride, rows, p->row_bytes, p->row_bytes,
-                                  p->entries_per_rank, cudaMemcpyDefault);
-    if (ce == cudaSuccess && scales != NULL)
-        ce = cudaMemcpy(g->scales, scales, t->sizes.scales_bytes,
-                        cudaMemcpyHostToDevice);
-    /* Copies from pageable memory may return before the DMA lands; peers
-     * read the shard right after the closing agreement. */
-    if (ce == cudaSuccess)
-        ce = cudaDeviceSynchronize();
+    if (g->host_path)
+        return engram_gpu_host_gather_write_rows(t, first, n, rows);
+    cudaError_t ce = on_own_stream(copy_rows, t, first, n, rows);
     if (ce != cudaSuccess)
-        return cuda_error("writing the shard and scales", ce);
-    return g->remote != NULL ? engram_gpu_remote_write(t, rows) : ENGRAM_OK;
+        return cuda_error("writing the shard", ce);
+    return g->remote != NULL ? engram_gpu_remote_write_rows(t, first, n, rows) : ENGRAM_OK;
+}
+
+engram_status_t engram_gpu_table_write_end(engram_table_t *t, const uint32_t *scales)
+{
+    engram_gpu_table_t *g = t->gpu;
+    if (g->host_path)
+        return engram_gpu_host_gather_write_scales(t, scales);
+    cudaError_t ce = scales != NULL ? on_own_stream(copy_scales, t, 0, 0, scales) : cudaSuccess;
+    return ce == cudaSuccess ? ENGRAM_OK : cuda_error("writing the scales", ce);
+}
+
+const char *engram_gpu_table_path(const engram_table_t *t, int *gather_threads)
+{
+    const engram_gpu_table_t *g = t->gpu;
+    *gather_threads = engram_gpu_host_gather_threads(g);
+    return g->host_path ? "host_gather" : "uva";
 }
 
 void engram_gpu_table_destroy(engram_table_t *t)

@@ -14,10 +14,16 @@ engram_status_t engram_gpu_table_check(const engram_context_t *ctx, const engram
  * fd and maps receive region + every local shard back to back. On failure
  * nothing stays allocated and every rank returns an error. */
 engram_status_t engram_gpu_table_create(engram_context_t *ctx, engram_table_t *t, engram_status_t st);
-/* Local: copies this rank's rows into its shard and the scales to the GPU;
- * returns once the copies are complete. */
-engram_status_t engram_gpu_table_write(engram_table_t *t, const void *rows, const uint32_t *scales);
+/* Local: copies rows [first, first + n) of this rank's shard from rows;
+ * returns once rows may be reused. */
+engram_status_t engram_gpu_table_write_rows(engram_table_t *t, uint64_t first, uint64_t n, const void *rows);
+/* Local, closing a write: the scales (NULL without them) where fetches
+ * read them; returns once every copy of the write is complete. */
+engram_status_t engram_gpu_table_write_end(engram_table_t *t, const uint32_t *scales);
 void engram_gpu_table_destroy(engram_table_t *t);
+/* The path a GPU table's rows take ("uva" or "host_gather") and its pool's
+ * threads (0 on uva), for engram_table_stats. */
+const char *engram_gpu_table_path(const engram_table_t *t, int *gather_threads);
 /* engram_test for a fetch of a GPU table. */
 engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f);
 

@@ -112,6 +112,21 @@ ENGRAM_API engram_status_t engram_table_destroy(engram_table_t *table);
 ENGRAM_API engram_status_t engram_write(engram_table_t *table, const void *rows, uint32_t row_bytes,
                                         const uint32_t *scales);
 
+/* A shard written in pieces, for tables that do not fit in memory twice
+ * (a shard loaded from a file, a chunk at a time):
+ * engram_write_begin (collective: every rank idle, as engram_write's first
+ * barrier; the table stops being fetchable), any number of
+ * engram_write_rows (local: rows [first_row, first_row + num_rows) of
+ * this rank's shard from rows[num_rows][row_bytes], which the caller may
+ * reuse when it returns), then engram_write_end (collective: the scales as
+ * engram_write takes them, and the closing barrier). A failure of any
+ * rank's engram_write_rows fails engram_write_end everywhere; a failed
+ * engram_write_end leaves the table unwritten (begin again). */
+ENGRAM_API engram_status_t engram_write_begin(engram_table_t *table);
+ENGRAM_API engram_status_t engram_write_rows(engram_table_t *table, uint64_t first_row, uint64_t num_rows,
+                                             const void *rows, uint32_t row_bytes);
+ENGRAM_API engram_status_t engram_write_end(engram_table_t *table, const uint32_t *scales);
+
 #define ENGRAM_FETCH_SCALES_COL_MAJOR (1u << 0) /* scales TMA-aligned column-major */
 
 /* Issues the gets for indices[num_tokens][entries_per_token] (global row
@@ -201,6 +216,27 @@ ENGRAM_API engram_status_t engram_fetch_bad_indices(const engram_fetch_t *fetch,
  * way; fetch_slots - retired slots fetches may then be in flight. NULL is
  * a no-op (ENGRAM_OK). */
 ENGRAM_API engram_status_t engram_fetch_release(engram_fetch_t *fetch);
+
+/* A table's counters since it was created (this rank's fetches). Set
+ * size = sizeof(engram_table_stats_t) first; a caller built against an
+ * older header gets the fields its size covers. */
+typedef struct engram_table_stats {
+    size_t size;
+    uint64_t fetches;        /* fetches issued (each engram_fetch* that took a slot) */
+    uint64_t rows;           /* rows they asked for */
+    uint64_t bytes;          /* row bytes of released fetches that completed */
+    uint64_t bad_rows;       /* rows of released fetches whose index was out of range */
+    uint64_t repeats;        /* rows the host layer's dedup copied from an earlier row of their fetch
+                              * instead of reading again (GPU-side dedup of a node's own rows not counted) */
+    uint64_t wait_ns;        /* time callers spent in engram_wait */
+    const char *path;        /* how rows arrive: "transport" (recv=HOST), "uva" (the GPU kernel reads
+                              * host or GPU memory), "host_gather" (host threads and the copy engine) */
+    int gather_threads;      /* host_gather's pool; 0 on other paths */
+    int shard_huge_pages;    /* 1 when this rank's shard is on 2 MiB pages */
+    uint64_t shard_bytes;    /* this rank's shard as allocated */
+} engram_table_stats_t;
+
+ENGRAM_API engram_status_t engram_table_stats(const engram_table_t *table, engram_table_stats_t *out);
 
 #ifdef __cplusplus
 }

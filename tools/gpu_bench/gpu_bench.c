@@ -1,31 +1,46 @@
-/* GPU fetch bench: one rank, table in CUDA host-NUMA memory, uniform random
- * rows; the fetch's GB/s beside a contiguous pinned host-to-device
- * cudaMemcpyAsync of the same bytes measured in the same run, at several
- * SM counts (gpu_sms). Prints a table and, with a path argument, appends
- * one JSON object per line there. Needs a GPU.
+/* GPU fetch bench: one rank (or --peer's two), uniform (or zipf, or a
+ * trace's) random rows; the fetch's GB/s beside a contiguous pinned
+ * host-to-device cudaMemcpyAsync of the same bytes measured in the same run,
+ * for each path a table's rows take (gpu_path: uva at several SM counts,
+ * host_gather once, auto as the table chooses) at a table size of the
+ * caller's (--table-gib: production tables are tens of GiB per node). The
+ * table is loaded a chunk at a time (engram_write_rows), timed beside a
+ * plain memcpy of the same chunks. Prints a table and, with a path
+ * argument, appends one JSON object per line there. Needs a GPU.
  * With --peer (needs 2 GPUs): 2 ranks as one node, one per GPU, tables in
  * GPU memory (gpu_table=device); rank 0 fetches only rows owned by rank 1,
  * read over NVLink, beside cudaMemcpyPeerAsync of the same bytes from GPU 1
  * to GPU 0 measured in the same run.
  * With --indices FILE: the fetches replay a trace (tools/trace/index_trace.h:
  * .npy [steps, tokens, entries_per_token], or raw int64 of 512 x 24 per
- * step) instead of the generated shapes: global indices below 2^20 (2^21
- * with --peer, used as they are), every step checked bit for bit.
- * Usage: engram_gpu_bench [--peer] [--indices FILE] [json_path] */
+ * step) instead of the generated shapes: global indices below the table's
+ * rows (twice them with --peer, used as they are), every step checked bit
+ * for bit. Usage: engram_gpu_bench --help. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engram/engram.h"
 #include "tests/table_gen.h"
 #include "tools/trace/index_trace.h"
 #include "tools/gpu_bench/gpu_check.h"
 
-#define EPR (1u << 20) /* 256 MiB of 256-byte rows: far past the 60 MB L2 */
 #define ROW_BYTES 256u
-#define EPT 24u /* the generated shapes' entries per token */
 #define SLOTS 4
+#define LOAD_CHUNK_ROWS (1u << 18) /* 64 MiB of rows generated and written at a time */
+
+/* What a run measures (the command line). */
+typedef struct bench_opts {
+    uint64_t epr;   /* rows per rank: --table-gib (default 256 MiB, far past the 60 MB L2) */
+    uint32_t packs; /* scale packs per row (--packs: 1 = FP8 rows with their ue8m0 scales) */
+    table_gen_dist_t dist;
+    const char *paths[3];
+    int npaths;
+    int sms[8];
+    int nsms;
+} bench_opts_t;
 
 
 typedef struct shape {
@@ -41,9 +56,16 @@ typedef struct workload {
     int nshapes;
     uint32_t ept;
     const index_trace_t *trace;
+    const bench_opts_t *opts;
 } workload_t;
 
-/* Median-free but warm: the best of three timed runs of `iters` items. */
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 /* The reference copy: host to device, or (peer) GPU 1 to GPU 0. */
 typedef struct target {
     bool peer;
@@ -162,14 +184,56 @@ static void make_set(const target_t *tg, const workload_t *wl, const shape_t *sh
         index_trace_step(wl->trace, (uint64_t)k, out);
         return;
     }
-    table_gen_indices(EPR, TABLE_GEN_UNIFORM, 1000 + (uint64_t)k, 0, 0, n, out);
+    table_gen_indices(wl->opts->epr, wl->opts->dist, 1000 + (uint64_t)k, 0, 0, n, out);
     for (size_t r = 0; r < n; r++)
         out[r] += tg->idx_offset;
 }
 
-static void run_sms(engram_group_t *g, const target_t *tg, int sms, const workload_t *wl, const uint8_t *rows,
-                    FILE *json)
+/* Loads this rank's shard a chunk at a time (engram_write_rows), then
+ * prints the load rate beside a memcpy of the same chunks into a scratch
+ * buffer (what any loader pays once per byte). Rank 0 prints. */
+static void load_table(engram_group_t *g, engram_table_t *t, const bench_opts_t *o, double gib)
 {
+    const uint64_t epr = o->epr, chunk = epr < LOAD_CHUNK_ROWS ? epr : LOAD_CHUNK_ROWS;
+    uint8_t *buf = malloc(chunk * ROW_BYTES), *scratch = malloc(chunk * ROW_BYTES);
+    uint64_t total = epr * (uint64_t)engram_group_size(g);
+    uint32_t *sf = o->packs ? malloc(total * o->packs * sizeof(uint32_t)) : NULL;
+    if (buf == NULL || scratch == NULL || (o->packs && sf == NULL))
+        bench_gpu_fail("allocating the load buffers", 1);
+    for (uint64_t i = 0; i < total * o->packs; i++)
+        sf[i] = table_gen_scale(i / o->packs, (uint32_t)(i % o->packs));
+    const uint64_t first = (uint64_t)engram_group_rank(g) * epr;
+    double write_s = 0, copy_s = 0;
+    CK(engram_write_begin(t));
+    for (uint64_t lo = 0; lo < epr; lo += chunk) {
+        uint64_t n = epr - lo < chunk ? epr - lo : chunk;
+        for (uint64_t i = 0; i < n; i++)
+            table_gen_row(first + lo + i, ROW_BYTES, buf + i * ROW_BYTES);
+        double t0 = now_s();
+        CK(engram_write_rows(t, lo, n, buf, ROW_BYTES));
+        double t1 = now_s();
+        memcpy(scratch, buf, n * ROW_BYTES);
+        copy_s += now_s() - t1;
+        write_s += t1 - t0;
+    }
+    double t0 = now_s();
+    CK(engram_write_end(t, sf));
+    write_s += now_s() - t0;
+    if (engram_group_rank(g) == 0)
+        printf("load %.2f GiB: engram_write_rows %.1f GB/s (%.1f s), memcpy of the same chunks %.1f GB/s, "
+               "ratio %.3f\n",
+               gib, epr * ROW_BYTES / write_s * 1e-9, write_s, epr * ROW_BYTES / copy_s * 1e-9, copy_s / write_s);
+    free(sf);
+    free(scratch);
+    free(buf);
+}
+
+/* One table on `path` at `sms` (ignored on host_gather): every shape,
+ * checked bit for bit, then timed beside the reference copy. */
+static void run_table(engram_group_t *g, const target_t *tg, const char *path, int sms, const workload_t *wl,
+                      FILE *json)
+{
+    const bench_opts_t *o = wl->opts;
     const shape_t *shapes = wl->shapes;
     int nshapes = wl->nshapes;
     uint32_t ept = wl->ept;
@@ -177,7 +241,8 @@ static void run_sms(engram_group_t *g, const target_t *tg, int sms, const worklo
     CK(engram_config_create(&cfg));
     char v[16];
     snprintf(v, sizeof(v), "%d", sms);
-    CK(engram_config_set(cfg, "gpu_sms", v));
+    CK(engram_config_set(cfg, "gpu_sms", sms < 0 ? "auto" : v));
+    CK(engram_config_set(cfg, "gpu_path", path));
     CK(engram_config_set(cfg, "transport", "loopback"));
     CK(engram_config_set(cfg, "gpu_table", tg->peer ? "device" : "host_numa"));
     engram_context_t *ctx;
@@ -186,21 +251,33 @@ static void run_sms(engram_group_t *g, const target_t *tg, int sms, const worklo
     uint32_t max_tokens = 0;
     for (int i = 0; i < nshapes; i++)
         max_tokens = shapes[i].tokens > max_tokens ? shapes[i].tokens : max_tokens;
-    engram_table_params_t p = {.size = sizeof(p), .entries_per_rank = EPR, .row_bytes = ROW_BYTES,
-                               .entries_per_token = ept, .max_tokens = max_tokens, .recv = ENGRAM_RECV_CUDA};
+    engram_table_params_t p = {.size = sizeof(p), .entries_per_rank = o->epr, .row_bytes = ROW_BYTES,
+                               .entries_per_token = ept, .max_tokens = max_tokens, .scale_packs = o->packs,
+                               .recv = ENGRAM_RECV_CUDA};
+    const double gib = (double)o->epr * ROW_BYTES / (1u << 30);
     engram_table_t *t;
+    double c0 = now_s();
     CK(engram_table_create(ctx, &p, &t));
-    CK(engram_write(t, rows, ROW_BYTES, NULL));
+    double create_s = now_s() - c0;
+    load_table(g, t, o, gib);
     if (engram_group_rank(g) != 0) { /* the peer only owns rows */
         CK(engram_table_destroy(t));
         CK(engram_context_destroy(ctx));
         return;
     }
+    engram_table_stats_t st = {.size = sizeof(st)};
+    CK(engram_table_stats(t, &st));
+    printf("table %.2f GiB per rank (%s pages), created in %.1f s; gpu_path=%s takes %s%s\n", gib,
+           st.shard_huge_pages ? "2 MiB" : "4 KiB", create_s, path, st.path,
+           st.gather_threads ? " with a pool of threads" : "");
+    if (st.gather_threads)
+        printf("  host_gather pool: %d threads\n", st.gather_threads);
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     int dev_sms = 0;
     CK(cudaDeviceGetAttribute(&dev_sms, cudaDevAttrMultiProcessorCount, engram_group_local_rank(g)));
-    int used = sms > 0 && sms < dev_sms ? sms : dev_sms;
+    bool gather = strcmp(st.path, "host_gather") == 0;
+    int used = gather ? 0 : sms > 0 && sms < dev_sms ? sms : dev_sms;
     for (int i = 0; i < nshapes; i++) {
         const shape_t *sh = &shapes[i];
         size_t n = (size_t)sh->tokens * ept, bytes = n * ROW_BYTES;
@@ -240,21 +317,24 @@ static void run_sms(engram_group_t *g, const target_t *tg, int sms, const worklo
         CK(cudaMalloc(&d_dst, bytes));
         double copy_s = time_memcpy(tg, s, d_dst, src, bytes, sh->iters);
         const char *ref = tg->peer ? "memcpy peer" : "memcpy H2D ";
+        const char *traffic = wl->trace ? "trace" : o->dist == TABLE_GEN_ZIPF ? "zipf" : "uniform";
         double gbps = bytes / fetch_s * 1e-9, copy_gbps = bytes / copy_s * 1e-9;
-        printf("%6u tok x %u x %u B %s sms %3d  fetch %7.1f us %6.1f GB/s  %s %7.1f us %6.1f GB/s  "
+        printf("%6.2f GiB %-11s %6u tok x %u x %u B %-7s sms %3d  fetch %8.1f us %6.1f GB/s  %s %7.1f us %6.1f GB/s  "
                "ratio %.3f  check %s\n",
-               sh->tokens, ept, ROW_BYTES, wl->trace ? "trace" : "     ", used, fetch_s * 1e6, gbps, ref, copy_s * 1e6, copy_gbps,
-               gbps / copy_gbps, ok ? "ok" : "FAILED");
+               gib, st.path, sh->tokens, ept, ROW_BYTES, traffic, used, fetch_s * 1e6, gbps, ref, copy_s * 1e6,
+               copy_gbps, gbps / copy_gbps, ok ? "ok" : "FAILED");
         fflush(stdout);
         if (json)
             fprintf(json,
-                    "{\"bench\":\"gpu_fetch\",\"tokens\":%u,\"entries_per_token\":%u,\"row_bytes\":%u,"
-                    "\"indices\":\"%s\","
-                    "\"table\":\"%s\",\"sms\":%d,\"fetch_us\":%.2f,\"fetch_gbps\":%.2f,"
-                    "\"ref\":\"%s\",\"ref_us\":%.2f,\"ref_gbps\":%.2f,\"ratio\":%.4f,\"check_ok\":%s}\n",
-                    sh->tokens, ept, ROW_BYTES, wl->trace ? "trace" : "uniform", tg->peer ? "peer_gpu" : "cuda_host_numa", used, fetch_s * 1e6,
-                    gbps, tg->peer ? "memcpy_peer" : "memcpy_h2d", copy_s * 1e6, copy_gbps,
-                    gbps / copy_gbps, ok ? "true" : "false");
+                    "{\"bench\":\"gpu_fetch\",\"table_gib\":%.3f,\"path\":\"%s\",\"gpu_path\":\"%s\","
+                    "\"gather_threads\":%d,\"huge_pages\":%s,\"tokens\":%u,\"entries_per_token\":%u,"
+                    "\"row_bytes\":%u,\"scale_packs\":%u,\"indices\":\"%s\",\"table\":\"%s\",\"sms\":%d,"
+                    "\"fetch_us\":%.2f,\"fetch_gbps\":%.2f,\"ref\":\"%s\",\"ref_us\":%.2f,\"ref_gbps\":%.2f,"
+                    "\"ratio\":%.4f,\"check_ok\":%s}\n",
+                    gib, st.path, path, st.gather_threads, st.shard_huge_pages ? "true" : "false", sh->tokens, ept,
+                    ROW_BYTES, o->packs, traffic, tg->peer ? "peer_gpu" : "host", used, fetch_s * 1e6, gbps,
+                    tg->peer ? "memcpy_peer" : "memcpy_h2d", copy_s * 1e6, copy_gbps, gbps / copy_gbps,
+                    ok ? "true" : "false");
         if (tg->peer)
             cudaFree(src);
         else
@@ -267,6 +347,10 @@ static void run_sms(engram_group_t *g, const target_t *tg, int sms, const worklo
         if (!ok)
             exit(1);
     }
+    CK(engram_table_stats(t, &st));
+    printf("  stats: %llu fetches, %llu rows, %.1f MiB, %llu bad rows, %.1f ms in engram_wait\n",
+           (unsigned long long)st.fetches, (unsigned long long)st.rows, (double)st.bytes / (1u << 20),
+           (unsigned long long)st.bad_rows, (double)st.wait_ns * 1e-6);
     CK(cudaStreamDestroy(s));
     CK(engram_table_destroy(t));
     CK(engram_context_destroy(ctx));
@@ -281,53 +365,120 @@ typedef struct run_args {
 static int run_all(engram_group_t *g, void *arg)
 {
     const run_args_t *a = arg;
-    static const int sms[] = {8, 16, 32, 64, 0};
+    const bench_opts_t *o = a->wl->opts;
     int devices = 0;
     if (a->tg->peer && (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 2)) {
         fprintf(stderr, "engram_gpu_bench --peer: needs 2 GPUs, found %d\n", devices);
         return 77;
     }
     CK(cudaSetDevice(engram_group_local_rank(g)));
-    uint8_t *rows = malloc((size_t)EPR * ROW_BYTES);
-    uint64_t first = (uint64_t)engram_group_rank(g) * EPR;
-    for (uint64_t i = 0; i < EPR; i++)
-        table_gen_row(first + i, ROW_BYTES, rows + i * ROW_BYTES);
-    for (size_t k = 0; k < sizeof(sms) / sizeof(sms[0]); k++)
-        run_sms(g, a->tg, sms[k], a->wl, rows, a->json);
-    free(rows);
+    /* one table at a time: a production table fits in host memory once */
+    for (int p = 0; p < o->npaths; p++) {
+        bool sweep = strcmp(o->paths[p], "uva") == 0;
+        for (int k = 0; k < (sweep ? o->nsms : 1); k++)
+            run_table(g, a->tg, o->paths[p], sweep ? o->sms[k] : -1, a->wl, a->json);
+    }
     if (a->json)
         fflush(a->json);
     return 0;
 }
 
-static _Noreturn void usage(void)
+static _Noreturn void usage(int rc)
 {
-    fprintf(stderr, "usage: engram_gpu_bench [--peer] [--indices FILE] [json_path]\n");
-    exit(2);
+    fprintf(rc ? stderr : stdout,
+            "usage: engram_gpu_bench [--peer] [--indices FILE] [--table-gib G] [--paths P,..] [--sms N,..]\n"
+            "                        [--tokens T,..] [--ept E] [--packs N] [--dist uniform|zipf] [json_path]\n"
+            "  --table-gib G   rows per rank in GiB of 256-byte rows (default 0.25)\n"
+            "  --paths P,..    gpu_path values to run, each a table: uva, host_gather, auto (default uva)\n"
+            "  --sms N,..      gpu_sms values for uva (default 8,16,32,64,0; 0 = every SM)\n"
+            "  --tokens T,..   tokens per fetch (default 512,8192)\n"
+            "  --ept E         rows per token (default 24; DeepSeek-V4.1: 48)\n"
+            "  --packs N       scale packs per row (default 0; 1 for FP8 rows with their scales)\n"
+            "  --dist D        generated rows: uniform (default) or zipf\n");
+    exit(rc);
+}
+
+/* A comma-separated list of ints in [lo, hi] into out (at most max). */
+static int parse_ints(const char *arg, int lo, int hi, int *out, int max)
+{
+    int n = 0;
+    for (const char *p = arg; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < lo || v > hi || n == max || (*end != ',' && *end != 0))
+            usage(2);
+        out[n++] = (int)v;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return n > 0 ? n : (usage(2), 0);
 }
 
 int main(int argc, char **argv)
 {
     bool peer = false;
     const char *path = NULL, *indices = NULL;
+    bench_opts_t o = {.epr = 1u << 20, .paths = {"uva"}, .npaths = 1, .sms = {8, 16, 32, 64, 0}, .nsms = 5};
+    int tokens[4] = {512, 8192}, ntokens = 2, ept = 24;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--peer") == 0)
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0) {
+            usage(0);
+        } else if (strcmp(a, "--peer") == 0) {
             peer = true;
-        else if (strcmp(argv[i], "--indices") == 0 && i + 1 < argc)
+        } else if (strcmp(a, "--indices") == 0 && v) {
             indices = argv[++i];
-        else if (argv[i][0] == '-' || path != NULL)
-            usage();
-        else
-            path = argv[i];
+        } else if (strcmp(a, "--table-gib") == 0 && v) {
+            char *end;
+            double gib = strtod(argv[++i], &end);
+            if (*end != 0 || !(gib >= 1.0 / 1024 && gib <= 4096))
+                usage(2);
+            o.epr = (uint64_t)(gib * (1u << 30) / ROW_BYTES);
+        } else if (strcmp(a, "--paths") == 0 && v) {
+            char *list = argv[++i];
+            o.npaths = 0;
+            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+                if (o.npaths == 3 || (strcmp(tok, "uva") && strcmp(tok, "host_gather") && strcmp(tok, "auto")))
+                    usage(2);
+                o.paths[o.npaths++] = tok;
+            }
+            if (o.npaths == 0)
+                usage(2);
+        } else if (strcmp(a, "--sms") == 0 && v) {
+            o.nsms = parse_ints(argv[++i], 0, 4096, o.sms, 8);
+        } else if (strcmp(a, "--tokens") == 0 && v) {
+            ntokens = parse_ints(argv[++i], 1, 65536, tokens, 4);
+        } else if (strcmp(a, "--ept") == 0 && v) {
+            parse_ints(argv[++i], 1, 1024, &ept, 1);
+        } else if (strcmp(a, "--packs") == 0 && v) {
+            int packs;
+            parse_ints(argv[++i], 0, 16, &packs, 1);
+            o.packs = (uint32_t)packs;
+        } else if (strcmp(a, "--dist") == 0 && v) {
+            i++;
+            if (strcmp(v, "uniform") == 0)
+                o.dist = TABLE_GEN_UNIFORM;
+            else if (strcmp(v, "zipf") == 0)
+                o.dist = TABLE_GEN_ZIPF;
+            else
+                usage(2);
+        } else if (a[0] == '-' || path != NULL) {
+            usage(2);
+        } else {
+            path = a;
+        }
     }
-    static const shape_t shapes[] = {{512, 64, 400}, {8192, 8, 40}};
-    workload_t wl = {.shapes = shapes, .nshapes = 2, .ept = EPT};
+    /* fetches in flight rotate over distinct sets, so rows come from host memory, not L2 */
+    shape_t shapes[4];
+    for (int k = 0; k < ntokens; k++)
+        shapes[k] = (shape_t){.tokens = (uint32_t)tokens[k], .sets = tokens[k] >= 4096 ? 8 : 64,
+                              .iters = tokens[k] >= 4096 ? 40 : 400};
+    workload_t wl = {.shapes = shapes, .nshapes = ntokens, .ept = (uint32_t)ept, .opts = &o};
     index_trace_t trace;
     shape_t trace_shape;
     if (indices) {
         /* raw traces take the first generated shape */
-        index_trace_want_t want = {.tokens = shapes[0].tokens, .entries_per_token = EPT,
-                                   .total_rows = (uint64_t)EPR * (peer ? 2 : 1)};
+        index_trace_want_t want = {.tokens = shapes[0].tokens, .entries_per_token = (uint32_t)ept,
+                                   .total_rows = o.epr * (peer ? 2 : 1)};
         char err[512];
         if (index_trace_open(indices, &want, &trace, err, sizeof(err)) != 0) {
             fprintf(stderr, "engram_gpu_bench: %s\n", err);
@@ -341,14 +492,15 @@ int main(int argc, char **argv)
         /* each timed repetition replays every step at least once */
         trace_shape = (shape_t){.tokens = trace.tokens, .sets = (int)trace.steps,
                                 .iters = trace.steps > 40 ? (int)trace.steps : 40};
-        wl = (workload_t){.shapes = &trace_shape, .nshapes = 1, .ept = trace.entries_per_token, .trace = &trace};
+        wl = (workload_t){.shapes = &trace_shape, .nshapes = 1, .ept = trace.entries_per_token, .trace = &trace,
+                          .opts = &o};
     }
     FILE *json = path ? fopen(path, "a") : NULL;
     if (path && json == NULL) {
         perror(path);
         return 1;
     }
-    target_t tg = {.peer = peer, .idx_offset = peer ? EPR : 0};
+    target_t tg = {.peer = peer, .idx_offset = peer ? (int64_t)o.epr : 0};
     run_args_t a = {.tg = &tg, .wl = &wl, .json = json};
     int rc;
     if (peer) {

@@ -9,6 +9,7 @@
 #   examples/fetch.c  built against that layout by the runner
 #   run_gpu_tier.sh   runs them all: bash run_gpu_tier.sh OUT_DIR
 #                     (OUT_DIR/gpu_tier.log and OUT_DIR/gpu_tier.json)
+#   gpu_scale.sh      fetch rate against table size: bash gpu_scale.sh . OUT_DIR
 # Usage: tools/scripts/gpu_bundle.sh [bundle_dir]   (default .gpubundle, git-ignored)
 # ENGRAM_BAZEL_OUTPUT_BASE picks a Bazel output base; NCCL_HOME an NCCL to
 # build against (its libnccl.so.2 goes into lib/, stripped).
@@ -63,6 +64,7 @@ bash tools/scripts/install.sh --built "$bin" "$bundle"
 mkdir -p "$bundle/examples"
 cp examples/fetch.c examples/CMakeLists.txt "$bundle/examples/"
 cp tools/scripts/run_gpu_tier.sh "$bundle/run_gpu_tier.sh"
+cp tools/scripts/gpu_scale.sh "$bundle/gpu_scale.sh"
 git rev-parse HEAD >"$bundle/commit.txt" 2>/dev/null || true
 echo "gpu_bundle: $(wc -l <"$bundle/tests.txt") tests, $(wc -l <"$bundle/benches.txt") benches," \
     "$(ls "$bundle/lib" | wc -l) libraries, $(du -sh "$bundle" | cut -f1) in $bundle"

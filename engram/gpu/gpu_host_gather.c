@@ -1,0 +1,306 @@
+/* GPU tables on the host-gather path (design in gpu_host_gather.h and
+ * host_gather.h): CUDA's stream operations for the pool's jobs, and the
+ * table's host span, pool and per-slot pinned buffers. */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engram/gpu/gpu_host_gather.h"
+#include "engram/gpu/host_gather.h"
+#include "hal/log.h"
+#include "memory/cuda_driver.h"
+#include "memory/host_segment.h"
+#include "memory/segment_span.h"
+
+struct engram_gpu_host {
+    engram_segment_span_t span;     /* the node's shards, back to back */
+    engram_gather_pool_t *pool;
+    engram_gather_job_t **jobs;     /* [slots] */
+    int64_t *indices;               /* pinned [slots][slot_rows] */
+    char *staging;                  /* pinned [slots][slot_row_bytes] */
+    uint32_t *scales_stage;         /* pinned [slots][slot_scale_elems]; NULL without scales */
+    uint32_t *flags;                /* pinned, mapped [slots][max_chunks] */
+    const uint32_t *flags_dev;
+    uint32_t max_chunks;
+    uint32_t *scales;               /* the replicated scales, host copy */
+};
+
+/* ---- CUDA's stream operations ---- */
+static const char *cuda_host_func(void *stream, void (*fn)(void *), void *arg)
+{
+    cudaError_t ce = cudaLaunchHostFunc((cudaStream_t)stream, fn, arg);
+    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
+}
+
+static const char *cuda_wait_geq(void *stream, const void *flag_dev, uint32_t value)
+{
+    CUresult r = engram_cu.cuStreamWaitValue32((CUstream)stream, (CUdeviceptr)(uintptr_t)flag_dev, value,
+                                               CU_STREAM_WAIT_VALUE_GEQ);
+    return r == CUDA_SUCCESS ? NULL : engram_cu_str(r);
+}
+
+static const char *cuda_copy(void *stream, void *dst, const void *src, size_t bytes)
+{
+    cudaError_t ce = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
+    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
+}
+
+static const engram_gather_stream_ops_t cuda_stream_ops = {
+    .host_func = cuda_host_func,
+    .wait_geq = cuda_wait_geq,
+    .copy = cuda_copy,
+};
+
+static engram_status_t cuda_error(const char *what, cudaError_t ce)
+{
+    return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "GPU table, host_gather: %s: %s", what, cudaGetErrorString(ce));
+}
+
+const char *engram_gpu_host_gather_unsupported(const engram_context_t *ctx)
+{
+    if (engram_context_gpu_launcher(ctx) != NULL)
+        return "the transport fetches through the GPU (a fetch launcher), which reads the UVA layout";
+    if (engram_group_local_size(ctx->group) != engram_group_size(ctx->group))
+        return "the group spans nodes, and rows of other nodes are placed by the UVA layout's scatter";
+    return NULL;
+}
+
+/* The host NUMA node the shard goes to: numa_node when set, else the
+ * GPU's (the copy engine reads it), else the calling thread's. */
+static int shard_node(const engram_context_t *ctx, int device)
+{
+    int node = -1;
+    if (ctx->cfg.numa_node >= 0)
+        return (int)ctx->cfg.numa_node;
+    if (cudaDeviceGetAttribute(&node, cudaDevAttrHostNumaId, device) != cudaSuccess || node < 0)
+        return -1;
+    return node;
+}
+
+engram_status_t engram_gpu_host_gather_alloc_shard(engram_table_t *t, engram_gpu_table_t *g)
+{
+    const engram_context_t *ctx = t->ctx;
+    engram_segment_params_t sp = {.size = sizeof(sp), .bytes = t->sizes.shard_bytes,
+                                  .numa_node = shard_node(ctx, g->device), .huge = ctx->cfg.huge_pages, .device = -1};
+    engram_status_t st = engram_host_segment_ops.alloc(&sp, &t->shard);
+    if (st == ENGRAM_OK)
+        ENGRAM_INFO("GPU table, host_gather: shard of %zu bytes on NUMA node %d, %s pages", t->shard->size,
+                    t->shard->numa_node, t->shard->huge_pages ? "2 MiB huge" : "normal");
+    return st;
+}
+
+static engram_status_t alloc_pinned(engram_table_t *t, engram_gpu_host_t *h)
+{
+    const engram_table_sizes_t *z = &t->sizes;
+    const uint64_t slots = (uint64_t)t->num_slots;
+    h->max_chunks = engram_gather_max_chunks(z->slot_rows, t->params.row_bytes,
+                                             (uint64_t)t->ctx->cfg.gather_chunk_kib * 1024);
+    cudaError_t ce = cudaHostAlloc((void **)&h->indices, slots * z->slot_rows * sizeof(*h->indices),
+                                   cudaHostAllocDefault);
+    if (ce == cudaSuccess)
+        ce = cudaHostAlloc((void **)&h->staging, slots * z->slot_row_bytes, cudaHostAllocDefault);
+    if (ce == cudaSuccess && z->slot_scale_elems > 0)
+        ce = cudaHostAlloc((void **)&h->scales_stage, slots * z->slot_scale_elems * sizeof(uint32_t),
+                           cudaHostAllocDefault);
+    if (ce == cudaSuccess)
+        ce = cudaHostAlloc((void **)&h->flags, slots * h->max_chunks * sizeof(*h->flags), cudaHostAllocMapped);
+    if (ce == cudaSuccess)
+        ce = cudaHostGetDevicePointer((void **)&h->flags_dev, h->flags, 0);
+    if (ce != cudaSuccess)
+        return cuda_error("allocating the pinned staging", ce);
+    if (h->scales_stage != NULL) /* column-major padding is never written: zero, not stale */
+        memset(h->scales_stage, 0, slots * z->slot_scale_elems * sizeof(uint32_t));
+    memset(h->flags, 0, slots * h->max_chunks * sizeof(*h->flags));
+    if (z->scales_bytes > 0 && (h->scales = malloc(z->scales_bytes)) == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table, host_gather: out of memory for %llu bytes of scales",
+                            (unsigned long long)z->scales_bytes);
+    return ENGRAM_OK;
+}
+
+/* Stream memory operations on host-mapped flags are what the path rests
+ * on: one wait on a flag that is already set tells whether the driver
+ * takes them. */
+static engram_status_t check_stream_waits(engram_gpu_host_t *h)
+{
+    cudaStream_t s;
+    cudaError_t ce = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (ce != cudaSuccess)
+        return cuda_error("creating a stream", ce);
+    const char *err = cuda_wait_geq(s, h->flags_dev, 0);
+    ce = cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
+    if (err != NULL || ce != cudaSuccess)
+        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
+                            "GPU table, host_gather: the driver refuses a stream wait on host-mapped memory (%s); "
+                            "set gpu_path=uva",
+                            err != NULL ? err : cudaGetErrorString(ce));
+    return ENGRAM_OK;
+}
+
+static engram_status_t make_jobs(engram_table_t *t, engram_gpu_table_t *g, engram_gpu_host_t *h)
+{
+    const engram_table_sizes_t *z = &t->sizes;
+    engram_group_t *grp = t->ctx->group;
+    int local = engram_group_local_size(grp), first = engram_group_rank(grp) - engram_group_local_rank(grp);
+    bool hybrid = t->shape.hybrid != 0;
+    g->first_peer = hybrid ? (uint32_t)(first / local) : (uint32_t)first;
+    g->local_peers = hybrid ? 1u : (uint32_t)local;
+    g->peer_stride = hybrid ? 0 : t->shape.rank_stride;
+    engram_gather_source_t src = {
+        .shape = t->shape,
+        .span = h->span.base,
+        .peer_stride = g->peer_stride,
+        .first_peer = g->first_peer,
+        .local_peers = g->local_peers,
+        .row_bytes = t->params.row_bytes,
+        .scales = h->scales,
+        .packs = t->params.scale_packs,
+    };
+    int threads = t->ctx->cfg.gather_threads == ENGRAM_CONFIG_INT_AUTO
+                      ? engram_gather_default_threads(t->shard->numa_node, local)
+                      : (int)t->ctx->cfg.gather_threads;
+    engram_status_t st = engram_gather_pool_create(threads, t->shard->numa_node, &h->pool);
+    h->jobs = st == ENGRAM_OK ? calloc((size_t)t->num_slots, sizeof(*h->jobs)) : NULL;
+    if (st == ENGRAM_OK && h->jobs == NULL)
+        st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table, host_gather: out of memory for %d jobs", t->num_slots);
+    for (int s = 0; st == ENGRAM_OK && s < t->num_slots; s++) {
+        engram_gather_buffers_t buf = {
+            .indices = h->indices + (uint64_t)s * z->slot_rows,
+            .staging = h->staging + (uint64_t)s * z->slot_row_bytes,
+            .scales = h->scales_stage ? h->scales_stage + (uint64_t)s * z->slot_scale_elems : NULL,
+            .flags = h->flags + (uint64_t)s * h->max_chunks,
+            .flags_dev = h->flags_dev + (uint64_t)s * h->max_chunks,
+            .max_rows = z->slot_rows,
+            .max_chunks = h->max_chunks,
+        };
+        st = engram_gather_job_create(h->pool, &src, &buf, (uint64_t)t->ctx->cfg.gather_chunk_kib * 1024,
+                                      &h->jobs[s]);
+    }
+    if (st == ENGRAM_OK)
+        ENGRAM_INFO("GPU table, host_gather: %d pool threads, chunks of %lld KiB", threads,
+                    (long long)t->ctx->cfg.gather_chunk_kib);
+    return st;
+}
+
+engram_status_t engram_gpu_host_gather_create(engram_table_t *t, engram_gpu_table_t *g)
+{
+    engram_context_t *ctx = t->ctx;
+    engram_gpu_host_t *h = calloc(1, sizeof(*h));
+    g->host = h;
+    engram_status_t st = h ? ENGRAM_OK : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table, host_gather: out of memory");
+    st = engram_group_agree(ctx->group, st);
+    if (st == ENGRAM_OK)
+        st = engram_segment_span_map_node(ctx->group, t->shard, true, &h->span);
+    st = engram_group_agree(ctx->group, st);
+    if (st != ENGRAM_OK)
+        return st;
+    st = alloc_pinned(t, h);
+    if (st == ENGRAM_OK)
+        st = check_stream_waits(h);
+    if (st == ENGRAM_OK)
+        st = make_jobs(t, g, h);
+    for (int s = 0; st == ENGRAM_OK && s < t->num_slots; s++) {
+        t->slots[s].rows = (char *)g->recv_own->addr + (uint64_t)s * t->sizes.slot_row_bytes;
+        t->slots[s].scales_out = g->scales_out ? g->scales_out + (uint64_t)s * t->sizes.slot_scale_elems : NULL;
+    }
+    return engram_group_agree(ctx->group, st);
+}
+
+void engram_gpu_host_gather_destroy(engram_table_t *t, engram_gpu_table_t *g)
+{
+    engram_gpu_host_t *h = g->host;
+    if (h == NULL)
+        return;
+    /* A fetch still queued must not wait for a pool that is gone, and its
+     * host function must have run before the pool goes. */
+    for (int s = 0; h->jobs != NULL && s < t->num_slots; s++)
+        if (h->jobs[s] != NULL && !engram_gather_job_finished(h->jobs[s]))
+            engram_gather_job_abandon(h->jobs[s]);
+    for (int s = 0; g->done != NULL && s < t->num_slots; s++)
+        if (g->done[s] != NULL)
+            cudaEventSynchronize(g->done[s]);
+    for (int s = 0; h->jobs != NULL && s < t->num_slots; s++)
+        while (h->jobs[s] != NULL && !engram_gather_job_finished(h->jobs[s]))
+            sched_yield(); /* its host function ran: the pool ends it in a few rows */
+    engram_gather_pool_destroy(h->pool);
+    for (int s = 0; h->jobs != NULL && s < t->num_slots; s++)
+        engram_gather_job_destroy(h->jobs[s]);
+    free(h->jobs);
+    cudaFreeHost(h->flags);
+    cudaFreeHost(h->scales_stage);
+    cudaFreeHost(h->staging);
+    cudaFreeHost(h->indices);
+    free(h->scales);
+    engram_segment_span_unmap(&h->span);
+    free(h);
+    g->host = NULL;
+}
+
+engram_status_t engram_gpu_rows_to_host(char *dst, uint64_t stride, const void *src, uint32_t row_bytes, uint64_t n)
+{
+    struct cudaPointerAttributes at;
+    if (cudaPointerGetAttributes(&at, src) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not CUDA's: plain host memory */
+        at.type = cudaMemoryTypeUnregistered;
+    }
+    if (at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged) {
+        cudaError_t ce = cudaMemcpy2D(dst, stride, src, row_bytes, row_bytes, n, cudaMemcpyDeviceToHost);
+        return ce == cudaSuccess ? ENGRAM_OK : cuda_error("copying rows from GPU memory", ce);
+    }
+    for (uint64_t i = 0; i < n; i++)
+        memcpy(dst + i * stride, (const char *)src + i * row_bytes, row_bytes);
+    return ENGRAM_OK;
+}
+
+engram_status_t engram_gpu_host_gather_write_rows(engram_table_t *t, uint64_t first, uint64_t n, const void *rows)
+{
+    return engram_gpu_rows_to_host((char *)t->shard->addr + first * t->shape.row_stride, t->shape.row_stride, rows,
+                                   t->params.row_bytes, n);
+}
+
+engram_status_t engram_gpu_host_gather_write_scales(engram_table_t *t, const uint32_t *scales)
+{
+    engram_gpu_host_t *h = ((engram_gpu_table_t *)t->gpu)->host;
+    if (scales != NULL)
+        memcpy(h->scales, scales, t->sizes.scales_bytes);
+    return ENGRAM_OK;
+}
+
+engram_status_t engram_gpu_host_gather_fetch(engram_fetch_slot_t *f, int slot, const int64_t *indices, void *stream)
+{
+    engram_table_t *t = f->table;
+    engram_gpu_table_t *g = t->gpu;
+    engram_status_t st = engram_gather_job_queue(g->host->jobs[slot], &cuda_stream_ops, stream, indices, f->num_tokens,
+                                                 t->params.entries_per_token,
+                                                 (f->flags & ENGRAM_FETCH_SCALES_COL_MAJOR) != 0, f->rows,
+                                                 f->scales_out);
+    cudaError_t ce = cudaEventRecord(g->done[slot], (cudaStream_t)stream);
+    if (st == ENGRAM_OK && ce != cudaSuccess)
+        st = cuda_error("recording the fetch's event", ce);
+    if (st != ENGRAM_OK) {
+        /* what was queued writes into the slot: done before it is free */
+        engram_gather_job_abandon(g->host->jobs[slot]);
+        cudaStreamSynchronize((cudaStream_t)stream);
+    }
+    return st;
+}
+
+engram_status_t engram_gpu_host_gather_test(engram_fetch_slot_t *f, int slot)
+{
+    engram_gather_job_t *job = ((engram_gpu_table_t *)f->table->gpu)->host->jobs[slot];
+    if (!engram_gather_job_finished(job))
+        return ENGRAM_INPROGRESS;
+    uint64_t first = UINT64_MAX;
+    engram_gather_job_bad(job, &f->bad_count, &first);
+    if (f->bad_count > 0) {
+        const uint32_t ept = f->table->params.entries_per_token;
+        f->first_bad_token = (uint32_t)(first / ept);
+        f->first_bad_entry = (uint32_t)(first % ept);
+    }
+    return f->status;
+}
+
+int engram_gpu_host_gather_threads(const engram_gpu_table_t *g)
+{
+    return g->host != NULL ? engram_gather_pool_threads(g->host->pool) : 0;
+}

@@ -1,0 +1,117 @@
+/* The host-gather path of GPU tables (gpu_path=host_gather): a pool of the
+ * table's threads gathers the rows of a fetch from the node's host shards
+ * into pinned staging, and the copy engine moves the staging onto the GPU
+ * receive slot. No SM runs: beside a persistent GEMM it costs the GEMM
+ * nothing, and it holds its rate on tables far larger than the reach of the
+ * GPU's translation of host memory (the UVA kernel's rate falls from 0.92
+ * of PCIe within 512 MiB to ~0.14 over 16-64 GiB on an H200).
+ *
+ * One fetch, all queued on the caller's stream, so the calling thread
+ * never blocks and the rows are valid in the stream's order:
+ *   1. a copy of the indices into the job's pinned index list;
+ *   2. a host function that posts the job to the pool (it only signals:
+ *      a host function that waited for the gather would hold CUDA's
+ *      callback thread, which every stream of the process shares);
+ *   3. per chunk k: a wait until flags[k] >= 1 (a stream memory operation
+ *      on host-mapped memory: the GPU's front end waits, no SM and no host
+ *      thread), then the chunk's copy from staging to the receive rows, so
+ *      the copy engine moves chunk k while the pool gathers k + 1 ...;
+ *   4. the scales' copy (the pool gathers them with the rows) behind the
+ *      last chunk's wait.
+ * The staging has a whole slot's rows, so the pool never waits for the
+ * copy engine to free a buffer; chunks only pipeline gather and copy.
+ *
+ * This file is CUDA-free: the stream operations come through
+ * engram_gather_stream_ops_t (CUDA's in host_gather_cuda.c, a host fake in
+ * the CPU tier's test). */
+#ifndef ENGRAM_GPU_HOST_GATHER_H
+#define ENGRAM_GPU_HOST_GATHER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "hal/routing.h"
+#include "hal/status.h"
+
+/* What a stream can be asked to do, in its order. Each returns NULL, or
+ * the text of the error that kept it from being queued (static text). */
+typedef struct engram_gather_stream_ops {
+    const char *(*host_func)(void *stream, void (*fn)(void *), void *arg);
+    /* Waits until *flag >= value; flag_dev is the flag's device address. */
+    const char *(*wait_geq)(void *stream, const void *flag_dev, uint32_t value);
+    const char *(*copy)(void *stream, void *dst, const void *src, size_t bytes);
+} engram_gather_stream_ops_t;
+
+/* Where a table's rows are, for the pool: the routing of hal/routing.h over
+ * the node's shards mapped back to back (the GPU kernel's addressing). */
+typedef struct engram_gather_source {
+    engram_route_shape_t shape;
+    const char *span;       /* host address of routed peer first_peer's rows */
+    uint64_t peer_stride;   /* span bytes per routed peer: rank_stride (direct), 0 (hybrid) */
+    uint32_t first_peer;
+    uint32_t local_peers;   /* rows of other routed peers are not this path's (another one fills them) */
+    uint32_t row_bytes;
+    const uint32_t *scales; /* host, replicated [total_entries][packs]; NULL when packs == 0 */
+    uint32_t packs;
+} engram_gather_source_t;
+
+typedef struct engram_gather_pool engram_gather_pool_t;
+typedef struct engram_gather_job engram_gather_job_t;
+
+/* Starts `threads` threads (1..1024), each bound to the CPUs of NUMA node
+ * `numa_node` where the machine says which they are (-1: unbound). */
+engram_status_t engram_gather_pool_create(int threads, int numa_node, engram_gather_pool_t **out);
+/* Stops and joins the threads. Every job must be finished or abandoned
+ * (engram_gather_job_abandon) and no host function left to run. */
+void engram_gather_pool_destroy(engram_gather_pool_t *pool);
+int engram_gather_pool_threads(const engram_gather_pool_t *pool);
+
+/* The default pool size for a shard on `numa_node` (-1: any) shared by
+ * `local_ranks` ranks: that node's CPUs over the ranks, less one, at
+ * least 1. */
+int engram_gather_default_threads(int numa_node, int local_ranks);
+
+/* A fetch is cut into chunks of at most chunk_bytes (a row at least), and
+ * into 8 at least where its rows allow, so that small fetches pipeline
+ * too. This is the most chunks any fetch of up to max_rows rows of
+ * row_bytes has: the flags a slot needs. */
+uint32_t engram_gather_max_chunks(uint64_t max_rows, uint32_t row_bytes, uint64_t chunk_bytes);
+
+/* Memory one job (one receive slot) works in, all host memory the GPU can
+ * reach, owned by the caller. flags_dev is the device address of flags. */
+typedef struct engram_gather_buffers {
+    int64_t *indices;        /* [max_rows] */
+    char *staging;           /* [max_rows][row_bytes] */
+    uint32_t *scales;        /* [max scale elems], NULL when packs == 0 */
+    uint32_t *flags;         /* [max_chunks] */
+    const void *flags_dev;
+    uint64_t max_rows;
+    uint32_t max_chunks;     /* engram_gather_max_chunks(max_rows, ...) */
+} engram_gather_buffers_t;
+
+engram_status_t engram_gather_job_create(engram_gather_pool_t *pool, const engram_gather_source_t *src,
+                                         const engram_gather_buffers_t *buf, uint64_t chunk_bytes,
+                                         engram_gather_job_t **out);
+void engram_gather_job_destroy(engram_gather_job_t *job);
+
+/* One fetch's rows and scales into rows_dst / scales_dst (device), steps
+ * 1-4 above, queued on `stream`; indices is the fetch's index list
+ * wherever the stream's copy can read it. The job must be idle (its last
+ * fetch finished, engram_gather_job_finished). On an error nothing more
+ * is queued and the job is abandoned (the waits already queued let the
+ * stream pass). */
+engram_status_t engram_gather_job_queue(engram_gather_job_t *job, const engram_gather_stream_ops_t *ops, void *stream,
+                                        const int64_t *indices, uint32_t num_tokens, uint32_t entries_per_token,
+                                        bool scales_col_major, char *rows_dst, uint32_t *scales_dst);
+/* True once the pool has done all of the job's last fetch (every chunk
+ * flagged, the tally final) and holds the job no more. */
+bool engram_gather_job_finished(engram_gather_job_t *job);
+/* The last fetch's bad-index tally (valid once finished): rows with an
+ * index outside the table, zero-filled, and the lowest such row. */
+void engram_gather_job_bad(engram_gather_job_t *job, uint64_t *count, uint64_t *first_row);
+/* Lets a stream that waits on the job pass: every flag set, the job not
+ * gathered (if the pool has not begun it) or left as the pool ends it.
+ * For destroy and failed queues; rows of an abandoned fetch are undefined. */
+void engram_gather_job_abandon(engram_gather_job_t *job);
+
+#endif

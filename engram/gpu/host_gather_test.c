@@ -1,0 +1,571 @@
+/* The host-gather pool and its jobs against a host fake of a CUDA stream
+ * (a thread running queued host functions, flag waits and copies in
+ * order): chunking and pipelining, routing (direct and hybrid), bad
+ * indices, scales in both layouts, several jobs in flight, the pool's
+ * lifecycle and every error path. Every fetched row is compared with the
+ * table indexed on the host. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engram/gpu/host_gather.h"
+#include "hal/log.h"
+#include "tests/check.h"
+
+/* ---- the fake stream ---- */
+enum { OP_FUNC, OP_WAIT, OP_COPY, OP_QUIT };
+typedef struct op {
+    int kind;
+    void (*fn)(void *);
+    void *arg;
+    const uint32_t *flag;
+    uint32_t value;
+    void *dst;
+    const void *src;
+    size_t bytes;
+    struct op *next;
+} op_t;
+
+typedef struct fake_stream {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    op_t *head, *tail;
+    int pending;
+    int fail_at; /* the n-th queued op (1-based) fails; 0: none */
+    int queued;
+    int copies;  /* copies run */
+    pthread_t thread;
+} fake_stream_t;
+
+static void *stream_main(void *arg)
+{
+    fake_stream_t *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (s->head == NULL)
+            pthread_cond_wait(&s->cv, &s->mu);
+        op_t *o = s->head;
+        s->head = o->next;
+        if (s->head == NULL)
+            s->tail = NULL;
+        pthread_mutex_unlock(&s->mu);
+        int kind = o->kind;
+        if (kind == OP_FUNC)
+            o->fn(o->arg);
+        else if (kind == OP_WAIT)
+            while (__atomic_load_n(o->flag, __ATOMIC_ACQUIRE) < o->value)
+                sched_yield();
+        else if (kind == OP_COPY) {
+            memcpy(o->dst, o->src, o->bytes);
+            s->copies++;
+        }
+        free(o);
+        pthread_mutex_lock(&s->mu);
+        s->pending--;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        if (kind == OP_QUIT)
+            return NULL;
+    }
+}
+
+static const char *push(fake_stream_t *s, op_t o)
+{
+    pthread_mutex_lock(&s->mu);
+    int n = ++s->queued;
+    pthread_mutex_unlock(&s->mu);
+    if (s->fail_at != 0 && n == s->fail_at)
+        return "injected failure";
+    op_t *p = malloc(sizeof(*p));
+    CHECK(p != NULL);
+    *p = o;
+    p->next = NULL;
+    pthread_mutex_lock(&s->mu);
+    if (s->tail)
+        s->tail->next = p;
+    else
+        s->head = p;
+    s->tail = p;
+    s->pending++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static const char *fake_host_func(void *stream, void (*fn)(void *), void *arg)
+{
+    return push(stream, (op_t){.kind = OP_FUNC, .fn = fn, .arg = arg});
+}
+
+static const char *fake_wait(void *stream, const void *flag_dev, uint32_t value)
+{
+    return push(stream, (op_t){.kind = OP_WAIT, .flag = flag_dev, .value = value});
+}
+
+static const char *fake_copy(void *stream, void *dst, const void *src, size_t bytes)
+{
+    return push(stream, (op_t){.kind = OP_COPY, .dst = dst, .src = src, .bytes = bytes});
+}
+
+static const engram_gather_stream_ops_t fake_ops = {fake_host_func, fake_wait, fake_copy};
+
+static void stream_start(fake_stream_t *s)
+{
+    memset(s, 0, sizeof(*s));
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    CHECK(pthread_create(&s->thread, NULL, stream_main, s) == 0);
+}
+
+static void stream_sync(fake_stream_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    while (s->pending > 0)
+        pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void stream_stop(fake_stream_t *s)
+{
+    s->fail_at = 0;
+    CHECK(push(s, (op_t){.kind = OP_QUIT}) == NULL);
+    pthread_join(s->thread, NULL);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+}
+
+/* ---- a table and a slot's buffers ---- */
+typedef struct shape {
+    uint32_t ranks, scaleup; /* local ranks of this node; scaleup > 1: hybrid */
+    uint64_t entries_per_rank;
+    uint32_t row_bytes, packs;
+    uint32_t first_peer, local_peers;
+    uint64_t max_rows, chunk_bytes;
+} shape_t;
+
+typedef struct table {
+    shape_t sh;
+    uint64_t row_stride, rank_stride;
+    char *span;
+    uint32_t *scales;
+    engram_gather_source_t src;
+} table_t;
+
+static unsigned char byte_of(uint64_t idx, uint32_t b)
+{
+    return (unsigned char)(idx * 131u + b * 7u + 1u);
+}
+
+static uint32_t scale_of(uint64_t idx, uint32_t k)
+{
+    return (uint32_t)(idx * 2654435761u) ^ (k + 1u);
+}
+
+static void table_make(table_t *t, shape_t sh)
+{
+    t->sh = sh;
+    t->row_stride = (sh.row_bytes + 31u) / 32u * 32u;
+    t->rank_stride = sh.entries_per_rank * t->row_stride;
+    uint64_t total = (uint64_t)sh.ranks * sh.entries_per_rank;
+    t->span = calloc(sh.ranks, t->rank_stride);
+    CHECK(t->span != NULL);
+    for (uint64_t idx = 0; idx < total; idx++)
+        for (uint32_t b = 0; b < sh.row_bytes; b++)
+            t->span[(idx / sh.entries_per_rank) * t->rank_stride + (idx % sh.entries_per_rank) * t->row_stride + b] =
+                (char)byte_of(idx, b);
+    t->scales = sh.packs ? malloc(total * sh.packs * sizeof(uint32_t)) : NULL;
+    for (uint64_t i = 0; i < total * sh.packs; i++)
+        t->scales[i] = scale_of(i / sh.packs, (uint32_t)(i % sh.packs));
+    bool hybrid = sh.scaleup > 1;
+    engram_route_shape_t rs = {
+        .entries_per_rank = sh.entries_per_rank,
+        .total_entries = total,
+        .rank_stride = t->rank_stride,
+        .row_stride = t->row_stride,
+        .scaleup = hybrid ? sh.scaleup : 1,
+        .hybrid = hybrid,
+        .epr_log2 = engram_route_log2(sh.entries_per_rank),
+    };
+    t->src = (engram_gather_source_t){
+        .shape = rs,
+        .span = t->span, /* routed peer first_peer (0) first */
+        .peer_stride = hybrid ? 0 : t->rank_stride,
+        .first_peer = sh.first_peer,
+        .local_peers = sh.local_peers,
+        .row_bytes = sh.row_bytes,
+        .scales = t->scales,
+        .packs = sh.packs,
+    };
+}
+
+static void table_free(table_t *t)
+{
+    free(t->span);
+    free(t->scales);
+}
+
+typedef struct slot {
+    engram_gather_buffers_t buf;
+    engram_gather_job_t *job;
+    char *rows;      /* the "GPU" receive rows */
+    uint32_t *scales_out;
+} slot_t;
+
+static uint64_t max_scale_elems(const shape_t *sh, uint32_t max_tokens, uint32_t ept)
+{
+    return (uint64_t)ept * sh->packs * (((uint64_t)max_tokens + 3) & ~3ull) + (uint64_t)max_tokens * ept * sh->packs;
+}
+
+static void slot_make(slot_t *s, engram_gather_pool_t *pool, const table_t *t, uint32_t max_tokens, uint32_t ept)
+{
+    const shape_t *sh = &t->sh;
+    uint64_t rows = (uint64_t)max_tokens * ept;
+    uint32_t chunks = engram_gather_max_chunks(rows, sh->row_bytes, sh->chunk_bytes);
+    uint64_t selems = max_scale_elems(sh, max_tokens, ept);
+    s->buf = (engram_gather_buffers_t){
+        .indices = calloc(rows ? rows : 1, sizeof(int64_t)),
+        .staging = calloc(rows ? rows : 1, sh->row_bytes),
+        .scales = sh->packs ? calloc(selems, sizeof(uint32_t)) : NULL,
+        .flags = calloc(chunks ? chunks : 1, sizeof(uint32_t)),
+        .max_rows = rows,
+        .max_chunks = chunks,
+    };
+    s->buf.flags_dev = s->buf.flags;
+    s->rows = calloc(rows ? rows : 1, sh->row_bytes);
+    s->scales_out = sh->packs ? calloc(selems, sizeof(uint32_t)) : NULL;
+    CHECK(s->buf.indices && s->buf.staging && s->buf.flags && s->rows);
+    CHECK_OK(engram_gather_job_create(pool, &t->src, &s->buf, sh->chunk_bytes, &s->job));
+}
+
+static void slot_free(slot_t *s)
+{
+    engram_gather_job_destroy(s->job);
+    free(s->buf.indices);
+    free(s->buf.staging);
+    free(s->buf.scales);
+    free(s->buf.flags);
+    free(s->rows);
+    free(s->scales_out);
+}
+
+static void wait_finished(slot_t *s)
+{
+    while (!engram_gather_job_finished(s->job))
+        sched_yield();
+}
+
+/* Checks one fetch's rows, scales and tally against the table. */
+static void check_fetch(const table_t *t, slot_t *s, const int64_t *idx, uint32_t tokens, uint32_t ept, bool col)
+{
+    const shape_t *sh = &t->sh;
+    uint64_t total = (uint64_t)sh->ranks * sh->entries_per_rank, bad = 0, first = UINT64_MAX;
+    uint64_t col_stride = ((uint64_t)tokens + 3) & ~3ull;
+    for (uint32_t r = 0; r < tokens * ept; r++) {
+        bool ok = idx[r] >= 0 && (uint64_t)idx[r] < total;
+        if (!ok && bad++ == 0)
+            first = r;
+        for (uint32_t b = 0; b < sh->row_bytes; b++)
+            CHECK((unsigned char)s->rows[(uint64_t)r * sh->row_bytes + b] == (ok ? byte_of((uint64_t)idx[r], b) : 0));
+        uint32_t tok = r / ept, e = r % ept;
+        for (uint32_t k = 0; k < sh->packs; k++) {
+            uint64_t at = col ? ((uint64_t)e * sh->packs + k) * col_stride + tok : (uint64_t)r * sh->packs + k;
+            CHECK(s->scales_out[at] == (ok ? scale_of((uint64_t)idx[r], k) : 0u));
+        }
+    }
+    uint64_t got_bad, got_first;
+    engram_gather_job_bad(s->job, &got_bad, &got_first);
+    CHECK(got_bad == bad);
+    CHECK(got_first == first);
+}
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t next_rand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* One fetch of tokens x ept random rows (a few bad when `bad`). */
+static void run_fetch(const table_t *t, slot_t *s, fake_stream_t *st, uint32_t tokens, uint32_t ept, bool col,
+                      bool bad)
+{
+    uint64_t total = (uint64_t)t->sh.ranks * t->sh.entries_per_rank, n = (uint64_t)tokens * ept;
+    int64_t *idx = malloc((n ? n : 1) * sizeof(*idx));
+    CHECK(idx != NULL);
+    for (uint64_t r = 0; r < n; r++)
+        idx[r] = (int64_t)(next_rand() % total);
+    if (bad && n > 3) {
+        idx[n / 2] = -1;
+        idx[n / 3] = (int64_t)total;
+        idx[n - 1] = INT64_MIN;
+    }
+    CHECK_OK(engram_gather_job_queue(s->job, &fake_ops, st, idx, tokens, ept, col, s->rows, s->scales_out));
+    stream_sync(st);
+    wait_finished(s);
+    check_fetch(t, s, idx, tokens, ept, col);
+    free(idx);
+}
+
+static void test_shapes(void)
+{
+    static const shape_t shapes[] = {
+        /* ranks scaleup epr   row  packs first local max_rows chunk */
+        {4, 1, 1000, 256, 0, 0, 4, 0, 64 * 1024},
+        {4, 1, 1024, 256, 2, 0, 4, 0, 4096},    /* many chunks: one task each */
+        {2, 1, 333, 96, 1, 0, 2, 0, 96 * 40},   /* a chunk that is not a task multiple */
+        {3, 1, 77, 16, 3, 0, 3, 0, 1 << 20},    /* one chunk */
+        {1, 1, 50, 4096, 1, 0, 1, 0, 1024},     /* rows larger than a chunk: one row each */
+        {4, 4, 512, 128, 2, 0, 1, 0, 8192},     /* hybrid: one node span of 4 ranks */
+    };
+    static const int threads[] = {1, 3, 8};
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+        for (size_t th = 0; th < sizeof(threads) / sizeof(threads[0]); th++) {
+            table_t t;
+            table_make(&t, shapes[i]);
+            engram_gather_pool_t *pool;
+            CHECK_OK(engram_gather_pool_create(threads[th], -1, &pool));
+            CHECK(engram_gather_pool_threads(pool) == threads[th]);
+            fake_stream_t st;
+            stream_start(&st);
+            slot_t s;
+            slot_make(&s, pool, &t, 100, 24);
+            run_fetch(&t, &s, &st, 100, 24, false, false);
+            run_fetch(&t, &s, &st, 100, 24, true, true);
+            run_fetch(&t, &s, &st, 1, 1, false, true);
+            run_fetch(&t, &s, &st, 37, 5, true, true); /* fewer rows than the slot holds */
+            run_fetch(&t, &s, &st, 0, 24, false, false);
+            stream_stop(&st);
+            slot_free(&s);
+            engram_gather_pool_destroy(pool);
+            table_free(&t);
+        }
+}
+
+/* Rows of routed peers outside [first_peer, first_peer + local_peers) are
+ * left to another path: their staging rows are not written. */
+static void test_other_nodes_left(void)
+{
+    table_t t;
+    table_make(&t, (shape_t){4, 1, 64, 32, 0, 2, 2, 0, 4096});
+    t.src.span = t.span + 2 * t.rank_stride; /* ranks 2 and 3 are this node's */
+    engram_gather_pool_t *pool;
+    CHECK_OK(engram_gather_pool_create(2, -1, &pool));
+    fake_stream_t st;
+    stream_start(&st);
+    slot_t s;
+    slot_make(&s, pool, &t, 4, 2);
+    memset(s.buf.staging, 0xab, 8 * 32);
+    int64_t idx[8] = {0, 130, 63, 255, 64, 200, 127, 128};
+    CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 4, 2, false, s.rows, NULL));
+    stream_sync(&st);
+    wait_finished(&s);
+    for (int r = 0; r < 8; r++) {
+        bool mine = idx[r] >= 128;
+        for (uint32_t b = 0; b < 32; b++)
+            CHECK((unsigned char)s.rows[r * 32 + b] == (mine ? byte_of((uint64_t)idx[r], b) : 0xab));
+    }
+    stream_stop(&st);
+    slot_free(&s);
+    engram_gather_pool_destroy(pool);
+    table_free(&t);
+}
+
+/* Several slots in flight on one stream and on two; a slot still running
+ * is refused. */
+static void test_in_flight(void)
+{
+    table_t t;
+    table_make(&t, (shape_t){2, 1, 4096, 256, 1, 0, 2, 0, 16384});
+    engram_gather_pool_t *pool;
+    CHECK_OK(engram_gather_pool_create(4, -1, &pool));
+    fake_stream_t a, b;
+    stream_start(&a);
+    stream_start(&b);
+    enum { SLOTS = 3, TOK = 64, EPT = 24 };
+    slot_t s[SLOTS];
+    int64_t *idx[SLOTS];
+    for (int i = 0; i < SLOTS; i++) {
+        slot_make(&s[i], pool, &t, TOK, EPT);
+        idx[i] = malloc(TOK * EPT * sizeof(int64_t));
+        for (int r = 0; r < TOK * EPT; r++)
+            idx[i][r] = (int64_t)(next_rand() % (2 * 4096));
+    }
+    for (int round = 0; round < 20; round++) {
+        /* stream a's first job waits behind a flag held at 0: the others queue behind it */
+        uint32_t gate = 0;
+        CHECK(fake_wait(&a, &gate, 1) == NULL);
+        for (int i = 0; i < SLOTS; i++)
+            CHECK_OK(engram_gather_job_queue(s[i].job, &fake_ops, i == 2 ? &b : &a, idx[i], TOK, EPT, false,
+                                             s[i].rows, s[i].scales_out));
+        CHECK_STATUS(engram_gather_job_queue(s[0].job, &fake_ops, &a, idx[0], TOK, EPT, false, s[0].rows,
+                                             s[0].scales_out),
+                     ENGRAM_ERR_STATE);
+        CHECK(strstr(engram_last_error(), "still running") != NULL);
+        __atomic_store_n(&gate, 1u, __ATOMIC_RELEASE);
+        stream_sync(&a);
+        stream_sync(&b);
+        for (int i = 0; i < SLOTS; i++) {
+            wait_finished(&s[i]);
+            check_fetch(&t, &s[i], idx[i], TOK, EPT, false);
+        }
+    }
+    for (int i = 0; i < SLOTS; i++) {
+        slot_free(&s[i]);
+        free(idx[i]);
+    }
+    stream_stop(&a);
+    stream_stop(&b);
+    engram_gather_pool_destroy(pool);
+    table_free(&t);
+}
+
+/* A failure to queue any step: the error names the step, the stream never
+ * hangs on a flag, and the slot can fetch again once the pool is done. */
+static void test_queue_errors(void)
+{
+    table_t t;
+    table_make(&t, (shape_t){2, 1, 512, 64, 1, 0, 2, 0, 2048});
+    engram_gather_pool_t *pool;
+    CHECK_OK(engram_gather_pool_create(2, -1, &pool));
+    /* 16 x 8 rows x 64 B = 4 chunks: ops are indices, post, (wait, copy) x 4, scales */
+    static const struct {
+        int fail_at;
+        const char *what;
+    } cases[] = {{1, "indices"}, {2, "pool's start"}, {3, "wait for a chunk"}, {4, "chunk's copy"},
+                 {9, "wait for a chunk"}, {11, "scales"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fake_stream_t st;
+        stream_start(&st);
+        slot_t s;
+        slot_make(&s, pool, &t, 16, 8);
+        CHECK(s.buf.max_chunks == 4);
+        int64_t idx[128];
+        for (int r = 0; r < 128; r++)
+            idx[r] = r * 7 % 1024;
+        st.fail_at = cases[i].fail_at;
+        CHECK_STATUS(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 16, 8, false, s.rows, s.scales_out),
+                     ENGRAM_ERR_UNSUPPORTED);
+        CHECK(strstr(engram_last_error(), cases[i].what) != NULL);
+        CHECK(strstr(engram_last_error(), "injected failure") != NULL);
+        stream_sync(&st); /* would hang on an unset flag */
+        wait_finished(&s);
+        st.fail_at = 0;
+        CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 16, 8, true, s.rows, s.scales_out));
+        stream_sync(&st);
+        wait_finished(&s);
+        check_fetch(&t, &s, idx, 16, 8, true);
+        stream_stop(&st);
+        slot_free(&s);
+    }
+    /* more rows than the slot holds */
+    fake_stream_t st;
+    stream_start(&st);
+    slot_t s;
+    slot_make(&s, pool, &t, 2, 2);
+    int64_t idx[6] = {0};
+    CHECK_STATUS(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 3, 2, false, s.rows, s.scales_out),
+                 ENGRAM_ERR_OVERFLOW);
+    stream_stop(&st);
+    slot_free(&s);
+    engram_gather_pool_destroy(pool);
+    table_free(&t);
+}
+
+/* Every fetch size of a slot fits its flags (engram_gather_max_chunks),
+ * at chunk sizes that make fetches of few rows, many or a task each. */
+static void test_every_size(void)
+{
+    static const uint64_t chunks[] = {64, 32 * 64 * 3, 64 * 1000};
+    for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+        table_t t;
+        table_make(&t, (shape_t){2, 1, 512, 64, 0, 0, 2, 0, chunks[c]});
+        engram_gather_pool_t *pool;
+        CHECK_OK(engram_gather_pool_create(3, -1, &pool));
+        fake_stream_t st;
+        stream_start(&st);
+        slot_t s;
+        slot_make(&s, pool, &t, 700, 1);
+        for (uint32_t tokens = 1; tokens <= 700; tokens += tokens < 40 ? 1 : 13)
+            run_fetch(&t, &s, &st, tokens, 1, false, false);
+        stream_stop(&st);
+        slot_free(&s);
+        engram_gather_pool_destroy(pool);
+        table_free(&t);
+    }
+}
+
+/* Abandoning a job whose stream has not reached the pool's start: its
+ * waits pass at once, the pool never gathers it. */
+static void test_abandon(void)
+{
+    table_t t;
+    table_make(&t, (shape_t){1, 1, 256, 64, 0, 0, 1, 0, 1024});
+    engram_gather_pool_t *pool;
+    CHECK_OK(engram_gather_pool_create(2, -1, &pool));
+    fake_stream_t st;
+    stream_start(&st);
+    slot_t s;
+    slot_make(&s, pool, &t, 8, 8);
+    int64_t idx[64] = {0};
+    uint32_t gate = 0;
+    CHECK(fake_wait(&st, &gate, 1) == NULL);
+    CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 8, 8, false, s.rows, NULL));
+    engram_gather_job_abandon(s.job);
+    __atomic_store_n(&gate, 1u, __ATOMIC_RELEASE);
+    stream_sync(&st);
+    wait_finished(&s); /* the pool took it and skipped its tasks */
+    stream_stop(&st);
+    slot_free(&s);
+    engram_gather_pool_destroy(pool);
+    table_free(&t);
+}
+
+static void test_pool_args(void)
+{
+    engram_gather_pool_t *pool = NULL;
+    CHECK_STATUS(engram_gather_pool_create(0, -1, &pool), ENGRAM_ERR_INVALID);
+    CHECK(strstr(engram_last_error(), "0 threads is outside 1..1024") != NULL);
+    CHECK_STATUS(engram_gather_pool_create(1025, -1, &pool), ENGRAM_ERR_INVALID);
+    CHECK_STATUS(engram_gather_pool_create(1, -1, NULL), ENGRAM_ERR_INVALID);
+    CHECK(pool == NULL);
+    /* bound to node 0's CPUs where the machine names them; created either way */
+    CHECK_OK(engram_gather_pool_create(2, 0, &pool));
+    engram_gather_pool_destroy(pool);
+    engram_gather_pool_destroy(NULL);
+    CHECK(engram_gather_default_threads(-1, 1) >= 1);
+    CHECK(engram_gather_default_threads(0, 1 << 20) == 1);
+    CHECK(engram_gather_max_chunks(0, 256, 1024) == 0);
+    CHECK(engram_gather_max_chunks(1, 256, 1024) == 1);
+    CHECK(engram_gather_max_chunks(100, 4096, 1024) == 100);        /* a row each */
+    CHECK(engram_gather_max_chunks(12288, 256, 512 * 1024) == 8);   /* at least 8 */
+    CHECK(engram_gather_max_chunks(196608, 256, 512 * 1024) == 96); /* 2048 rows each: at most 512 KiB */
+    CHECK(engram_gather_max_chunks(100, 256, 1 << 20) == 4);        /* a task (32 rows) each */
+    CHECK(engram_gather_max_chunks(100, 96, 96 * 40) == 4);         /* 32 rows each (a task multiple) */
+    CHECK(engram_gather_max_chunks(UINT32_MAX * 4ull, 1, 4) == UINT32_MAX); /* saturates */
+    CHECK_OK(engram_gather_pool_create(1, -1, &pool));
+    engram_gather_job_t *job;
+    engram_gather_source_t src = {.row_bytes = 64};
+    engram_gather_buffers_t buf = {.max_rows = 10, .max_chunks = 2};
+    CHECK_STATUS(engram_gather_job_create(pool, &src, &buf, 256, &job), ENGRAM_ERR_INVALID); /* 3 chunks */
+    buf.max_rows = (uint64_t)UINT32_MAX + 1;
+    CHECK_STATUS(engram_gather_job_create(pool, &src, &buf, 256, &job), ENGRAM_ERR_INVALID);
+    src.row_bytes = 0;
+    CHECK_STATUS(engram_gather_job_create(pool, &src, &buf, 256, &job), ENGRAM_ERR_INVALID);
+    engram_gather_pool_destroy(pool);
+}
+
+int main(void)
+{
+    test_pool_args();
+    test_shapes();
+    test_other_nodes_left();
+    test_in_flight();
+    test_queue_errors();
+    test_abandon();
+    test_every_size();
+    printf("host_gather_test: ok\n");
+    return 0;
+}
