@@ -120,15 +120,14 @@ engram_status_t engram_group_agree_step(engram_group_t *group, engram_status_t l
 typedef struct host_record {
     engram_host_id_t id;
     char hostname[HOST_NAME_MAX + 1];
-    char why[96]; /* "" or what this rank could not read */
+    char known; /* 0: this rank could not tell its identity */
 } host_record_t;
 
-static void host_record_fill(host_record_t *rec)
+/* This rank's record; *why says what it could not read when !known. */
+static void host_record_fill(host_record_t *rec, const char **why)
 {
     memset(rec, 0, sizeof(*rec));
-    const char *why = NULL;
-    if (engram_host_id_self(&rec->id, &why) != ENGRAM_OK)
-        snprintf(rec->why, sizeof(rec->why), "%s", why);
+    rec->known = engram_host_id_self(&rec->id, why) == ENGRAM_OK;
     if (gethostname(rec->hostname, sizeof(rec->hostname) - 1) != 0)
         strcpy(rec->hostname, "?");
 }
@@ -184,7 +183,8 @@ engram_status_t engram_group_hosts(engram_group_t *group, const engram_group_hos
         return ENGRAM_OK;
     }
     host_record_t mine;
-    host_record_fill(&mine);
+    const char *why = NULL;
+    host_record_fill(&mine, &why);
     host_record_t *all = calloc((size_t)group->size, sizeof(*all));
     engram_group_hosts_t *h = calloc(1, sizeof(*h));
     /* Leaving now makes the others' allgather fail by timeout: bounded. */
@@ -192,9 +192,10 @@ engram_status_t engram_group_hosts(engram_group_t *group, const engram_group_hos
                              ? engram_group_allgather(group, &mine, all, sizeof(mine))
                              : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "no memory for %d host records", group->size);
     for (int r = 0; st == ENGRAM_OK && r < group->size; r++)
-        if (all[r].why[0] != '\0')
+        if (!all[r].known)
             st = ENGRAM_ERROR(ENGRAM_ERR_IO, "rank %d (hostname %.64s) cannot tell which host it is on: %s", r,
-                              all[r].hostname, all[r].why);
+                              all[r].hostname, r == group->rank ? why : "it has no /proc/sys/kernel/random/boot_id "
+                                                                        "or /proc/self/ns (see its log)");
     if (st == ENGRAM_OK)
         st = hosts_build(group, all, h);
     free(all);
