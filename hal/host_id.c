@@ -57,3 +57,8 @@ bool engram_host_id_same(const engram_host_id_t *a, const engram_host_id_t *b)
 {
     return engram_host_id_difference(a, b) == NULL;
 }
+
+bool engram_host_id_pids_shared(const engram_host_id_t *a, const engram_host_id_t *b)
+{
+    return strncmp(a->boot_id, b->boot_id, ENGRAM_BOOT_ID_LEN) == 0 && a->ns_dev == b->ns_dev && a->pidns == b->pidns;
+}

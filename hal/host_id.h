@@ -35,6 +35,11 @@ engram_status_t engram_host_id_self(engram_host_id_t *out, const char **why);
 /* Whether a and b are one host (see above). */
 bool engram_host_id_same(const engram_host_id_t *a, const engram_host_id_t *b);
 
+/* Whether a pid of b's names the same process in a (one kernel and one pid
+ * namespace, whatever the network): weaker than one host, and what watching
+ * a peer by pid needs. */
+bool engram_host_id_pids_shared(const engram_host_id_t *a, const engram_host_id_t *b);
+
 /* Why b is not on a's host ("another kernel", "another network namespace
  * of the same kernel", ...); NULL when they are one host. */
 const char *engram_host_id_difference(const engram_host_id_t *a, const engram_host_id_t *b);

@@ -26,12 +26,15 @@ static void check_differences(void)
     other.boot_id[0] = me.boot_id[0] == '0' ? '1' : '0';
     CHECK(!engram_host_id_same(&me, &other));
     CHECK(strcmp(engram_host_id_difference(&me, &other), "another kernel") == 0);
+    CHECK(!engram_host_id_pids_shared(&me, &other));
     other = me;
     other.netns++;
     CHECK(strcmp(engram_host_id_difference(&me, &other), "another network namespace of the same kernel") == 0);
+    CHECK(engram_host_id_pids_shared(&me, &other)); /* a pid still names the process: weaker than one host */
     other = me;
     other.pidns++;
     CHECK(strcmp(engram_host_id_difference(&me, &other), "another pid namespace of the same kernel") == 0);
+    CHECK(!engram_host_id_pids_shared(&me, &other));
 }
 
 /* engram_host_identity of a child (in_new_pidns: forked after

@@ -35,8 +35,8 @@ class Group(_engram.Group):
         comes from the argument, else LOCAL_WORLD_SIZE (as torchrun sets it),
         else from the hosts of the ranks (a host is one kernel, network and
         pid namespace, as everywhere in engram; not the hostname), which must
-        be grouped by host in consecutive ranks. local_rank, when given or in LOCAL_RANK, is checked
-        against rank % local_size."""
+        be grouped by host in consecutive ranks. local_rank, when given or in
+        LOCAL_RANK, is checked against rank % local_size."""
         import torch
         import torch.distributed as dist
 

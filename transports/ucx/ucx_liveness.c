@@ -1,7 +1,8 @@
 /* Peer liveness beyond what UCX reports. Shared-memory transports cannot
  * report a peer's failure (UCX refuses UCP_ERR_HANDLING_MODE_PEER for
  * them), and even where UCX can, keepalive takes seconds; a peer on this
- * host (hal/host_id.h: its pid names it here) is watched through a pidfd
+ * kernel whose pid names it here (hal/host_id.h: one pid namespace, a
+ * network namespace of its own or not) is watched through a pidfd
  * (pid_watch.h: a pid alone is fooled by its reuse) while a wait is slow. */
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +19,9 @@ typedef struct identity {
     int32_t known; /* its host could be told */
 } identity_t;
 
-/* Each peer on this host gets a watch; the barrier after them means every
- * peer was alive after its watch was opened, so no watch names a process
- * that took a dead peer's pid in between. */
+/* Each peer whose pid names it here gets a watch; the barrier after them
+ * means every peer was alive after its watch was opened, so no watch names
+ * a process that took a dead peer's pid in between. */
 engram_status_t engram_ucx_liveness_init(engram_transport_t *t)
 {
     identity_t mine = {.pid = (int32_t)getpid()};
@@ -38,7 +39,7 @@ engram_status_t engram_ucx_liveness_init(engram_transport_t *t)
     engram_status_t st = engram_group_allgather(t->group, &mine, all, sizeof(mine));
     int unwatched = 0, why = 0;
     for (int r = 0; st == ENGRAM_OK && r < t->shape.size; r++) {
-        if (r == t->shape.rank || !mine.known || !all[r].known || !engram_host_id_same(&all[r].host, &mine.host))
+        if (r == t->shape.rank || !mine.known || !all[r].known || !engram_host_id_pids_shared(&all[r].host, &mine.host))
             continue;
         t->peer_watch[r] = engram_pid_watch_open(all[r].pid);
         if (t->peer_watch[r] < 0) {
