@@ -1,7 +1,9 @@
 /* Context: configuration, group and the opened transport.
  *
  * engram_context_create, step by step (collective):
- *   1. copy the configuration (or read defaults, file and env);
+ *   1. copy the configuration (or read defaults, file and env), gather
+ *      where the ranks run (the group's host map, hal/host_id.h) and, in
+ *      hybrid mode, check that each node's ranks share a host;
  *   2. select the transport (registry: explicit name, plugin, or auto);
  *   3. open it on the group (the transport exchanges its addresses);
  *   4. check the queue count against what it offers and, for a transport
@@ -47,20 +49,19 @@ static engram_status_t choose_queues(engram_context_t *ctx)
 }
 
 /* A transport without ENGRAM_CAP_CROSS_HOST reaches only ranks on its own
- * host: a group spanning hosts is refused here, before any table. Every
- * rank has the same caps, so every rank takes part in the collective. */
+ * host: a group spanning hosts is refused here, before any table. The
+ * group's host map was gathered at step 1: local, the same on every rank. */
 static engram_status_t check_hosts(engram_context_t *ctx)
 {
-    if (ctx->caps.flags & ENGRAM_CAP_CROSS_HOST)
-        return ENGRAM_OK;
-    int single = engram_group_single_host(ctx->group);
-    if (single < 0)
-        return (engram_status_t)single;
-    if (single == 0)
+    const engram_group_hosts_t *hosts;
+    engram_status_t st = engram_group_hosts(ctx->group, &hosts);
+    if (st != ENGRAM_OK)
+        return st;
+    if (!(ctx->caps.flags & ENGRAM_CAP_CROSS_HOST) && hosts->count > 1)
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
                             "transport %s reaches only ranks on its own host (no cross-host capability), and this "
-                            "group's %d ranks run on more than one host",
-                            ctx->ops->name, engram_group_size(ctx->group));
+                            "group's %d ranks run on %d hosts: %s",
+                            ctx->ops->name, engram_group_size(ctx->group), hosts->count, hosts->spread);
     return ENGRAM_OK;
 }
 
@@ -153,6 +154,16 @@ engram_status_t engram_context_create(const engram_config_t *cfg, engram_group_t
         goto err_free_ctx;
     ctx->group = group;
     engram_group_set_timeout(group, (int)ctx->cfg.timeout_ms);
+    /* Where the ranks run, gathered once: what the transports' checks
+     * (available, open) and check_hosts read. Hybrid regions map a node's
+     * memory in each of its ranks: a node spanning hosts is refused before
+     * any transport is asked. */
+    const engram_group_hosts_t *hosts;
+    st = engram_group_agree(group, engram_group_hosts(group, &hosts));
+    if (st == ENGRAM_OK && ctx->cfg.mode == ENGRAM_MODE_HYBRID)
+        st = engram_group_agree(group, engram_group_check_nodes(group, "mode=hybrid"));
+    if (st != ENGRAM_OK)
+        goto err_free_ctx;
 
     st = select_and_open(ctx);
     if (st != ENGRAM_OK)

@@ -87,7 +87,11 @@ static engram_status_t check_params(const engram_context_t *ctx, const engram_ta
     if (ctx->cfg.mode == ENGRAM_MODE_HYBRID && !(ctx->caps.flags & ENGRAM_CAP_HYBRID))
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "mode=hybrid: transport %s has no node-span regions",
                             ctx->ops->name);
-    st = p->recv == ENGRAM_RECV_CUDA ? engram_gpu_table_check(ctx, p) : ENGRAM_OK;
+    /* A GPU table maps the shards of its node's ranks into each of them
+     * (engram/gpu/gpu_table.c): they must share a host. */
+    st = p->recv == ENGRAM_RECV_CUDA ? engram_group_check_nodes(ctx->group, "recv=CUDA") : ENGRAM_OK;
+    if (st == ENGRAM_OK && p->recv == ENGRAM_RECV_CUDA)
+        st = engram_gpu_table_check(ctx, p);
     return st == ENGRAM_OK ? check_kinds(ctx, p) : st;
 }
 

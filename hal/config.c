@@ -6,9 +6,13 @@
  * when a context selects its transport and by engram_info).
  *
  * File syntax (ENGRAM_CONFIG_FILE): one `key = value` per line; blank lines
- * and lines whose first non-blank character is `#` are skipped. The value is
- * everything after `=` with surrounding blanks trimmed (no inline comments:
- * a value such as a path must be taken verbatim). */
+ * and lines whose first non-blank character is `#` are skipped, and so is a
+ * UTF-8 byte order mark opening the file. The value is everything after `=`
+ * (no inline comments: a value such as a path must be taken verbatim). A
+ * key may be set once per file.
+ *
+ * Blanks around a value are not part of it, whatever the source (file,
+ * environment, engram_config_set; ENGRAM_LOG_LEVEL too): hal/blanks.h. */
 #include "hal/config_keys.h"
 
 #include <ctype.h>
@@ -20,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hal/blanks.h"
 #include "hal/log.h"
 
 extern char **environ;
@@ -103,17 +108,33 @@ static bool name_is_valid(const char *name, size_t len)
 static const char key_names[] = ENGRAM_CONFIG_KEYS(KEY_NAME);
 #define KEY_LIST (key_names + 2)
 
+/* `value` without the blanks around it (hal/blanks.h: the rule of every
+ * source), in *out (malloc'd). */
+static engram_status_t unblanked(const char *value, const char *where, char **out)
+{
+    size_t len;
+    const char *v = engram_unblank(value, &len);
+    *out = strndup(v, len);
+    return *out != NULL ? ENGRAM_OK
+                        : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "%sno memory for a value of %zu bytes", where, len);
+}
+
 /* Parse `value` for core key i and store it with its source; nothing is
  * stored on failure. */
-static engram_status_t config_apply(engram_config_t *cfg, int i, const char *value, engram_config_source_t src,
+static engram_status_t config_apply(engram_config_t *cfg, int i, const char *raw, engram_config_source_t src,
                                     const char *where)
 {
     const key_desc_t *k = &keys[i];
     char *field = (char *)cfg + k->offset;
     int64_t num = 0;
-    engram_status_t st = engram_config_parse_value(&k->decl, value, where, &num);
-    if (st != ENGRAM_OK)
+    char *value;
+    engram_status_t st = unblanked(raw, where, &value);
+    if (st == ENGRAM_OK)
+        st = engram_config_parse_value(&k->decl, value, where, &num);
+    if (st != ENGRAM_OK) {
+        free(value);
         return st;
+    }
     if (k->decl.type == ENGRAM_CONFIG_INT) {
         memcpy(field, &num, sizeof(num));
     } else if (k->decl.type == ENGRAM_CONFIG_ENUM) {
@@ -122,11 +143,12 @@ static engram_status_t config_apply(engram_config_t *cfg, int i, const char *val
     } else {
         memcpy(field, value, strlen(value) + 1); /* length checked by the parse */
     }
+    free(value);
     cfg->source[i] = src;
     return ENGRAM_OK;
 }
 
-engram_status_t engram_config_set_extra(engram_config_t *cfg, const char *name, const char *value,
+engram_status_t engram_config_set_extra(engram_config_t *cfg, const char *name, const char *raw,
                                         engram_config_source_t src, const char *where)
 {
     if (!name_is_valid(name, strlen(name)))
@@ -134,7 +156,8 @@ engram_status_t engram_config_set_extra(engram_config_t *cfg, const char *name, 
                             "%s: unknown key '%s' (not a core key, and no transport key is named so: 1..%d of "
                             "[a-z0-9_]); core keys are: %s",
                             where, name, ENGRAM_CONFIG_NAME_MAX, KEY_LIST);
-    size_t len = strlen(value);
+    size_t len;
+    const char *value = engram_unblank(raw, &len);
     if (len >= sizeof(cfg->extra[0].value))
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: %s: value of %zu characters is longer than the %zu allowed",
                             where, name, len, sizeof(cfg->extra[0].value) - 1);
@@ -146,7 +169,8 @@ engram_status_t engram_config_set_extra(engram_config_t *cfg, const char *name, 
         i = cfg->num_extra++;
         snprintf(cfg->extra[i].name, sizeof(cfg->extra[i].name), "%s", name);
     }
-    memcpy(cfg->extra[i].value, value, len + 1);
+    memcpy(cfg->extra[i].value, value, len);
+    cfg->extra[i].value[len] = '\0';
     snprintf(cfg->extra[i].where, sizeof(cfg->extra[i].where), "%s", where);
     cfg->extra[i].source = src;
     return ENGRAM_OK;
@@ -154,16 +178,44 @@ engram_status_t engram_config_set_extra(engram_config_t *cfg, const char *name, 
 
 static char *trim(char *s)
 {
-    while (isspace((unsigned char)*s))
-        s++;
-    char *end = s + strlen(s);
-    while (end > s && isspace((unsigned char)end[-1]))
-        end--;
-    *end = '\0';
-    return s;
+    size_t len;
+    char *t = (char *)engram_unblank(s, &len);
+    t[len] = '\0';
+    return t;
 }
 
-static engram_status_t config_apply_line(engram_config_t *cfg, const char *path, int lineno, char *line)
+/* A UTF-8 byte order mark (U+FEFF): what some editors write first. */
+static const char utf8_bom[] = "\xEF\xBB\xBF";
+
+/* The keys a file set so far, with their lines: a key set twice is refused
+ * naming both (the later one would silently win). */
+typedef struct file_keys {
+    int count;
+    struct {
+        char name[ENGRAM_CONFIG_NAME_MAX + 1];
+        int line;
+    } seen[ENGRAM_CONFIG_NUM_KEYS + ENGRAM_CONFIG_EXTRA_MAX];
+} file_keys_t;
+
+/* Records `key` of line `lineno`; an error when an earlier line set it. */
+static engram_status_t file_key_once(file_keys_t *fk, const char *path, int lineno, const char *key)
+{
+    size_t len = strlen(key);
+    if (len > ENGRAM_CONFIG_NAME_MAX)
+        return ENGRAM_OK; /* no key is named so: refused by its parse */
+    for (int j = 0; j < fk->count; j++)
+        if (strcmp(fk->seen[j].name, key) == 0)
+            return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s:%d: key '%s' is set twice, on lines %d and %d; set it once",
+                                path, lineno, key, fk->seen[j].line, lineno);
+    if (fk->count < (int)(sizeof(fk->seen) / sizeof(fk->seen[0]))) {
+        memcpy(fk->seen[fk->count].name, key, len + 1);
+        fk->seen[fk->count++].line = lineno;
+    }
+    return ENGRAM_OK;
+}
+
+static engram_status_t config_apply_line(engram_config_t *cfg, const char *path, int lineno, char *line,
+                                         file_keys_t *fk)
 {
     char where[PATH_MAX + 16];
     snprintf(where, sizeof(where), "%s:%d: ", path, lineno);
@@ -176,6 +228,12 @@ static engram_status_t config_apply_line(engram_config_t *cfg, const char *path,
     *eq = '\0';
     char *key = trim(text);
     char *value = trim(eq + 1);
+    if (strncmp(key, utf8_bom, strlen(utf8_bom)) == 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%sa UTF-8 byte order mark (U+FEFF) stands before key '%s'; only a "
+                            "file's first bytes may be one", where, key + strlen(utf8_bom));
+    engram_status_t st = file_key_once(fk, path, lineno, key);
+    if (st != ENGRAM_OK)
+        return st;
     int i = key_find(key, strlen(key));
     if (i >= 0)
         return config_apply(cfg, i, value, ENGRAM_CONFIG_SRC_FILE, where);
@@ -188,25 +246,36 @@ engram_status_t engram_config_read_text(engram_config_t *cfg, const char *name, 
     if (cfg == NULL || name == NULL || (text == NULL && len > 0))
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_config_read_text: NULL argument");
     engram_status_t st = ENGRAM_OK;
+    file_keys_t *fk = calloc(1, sizeof(*fk));
+    if (fk == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "%s: no memory to read it", name);
     int lineno = 0;
-    for (size_t at = 0; st == ENGRAM_OK && at < len;) {
+    size_t at = 0;
+    /* A byte order mark says the text is UTF-8, which it is anyway. */
+    if (len >= strlen(utf8_bom) && memcmp(text, utf8_bom, strlen(utf8_bom)) == 0)
+        at = strlen(utf8_bom);
+    while (st == ENGRAM_OK && at < len) {
         const char *nl = memchr(text + at, '\n', len - at);
         size_t line_len = nl ? (size_t)(nl - (text + at)) : len - at;
         lineno++;
         /* A NUL would silently cut the line short where C strings end. */
-        if (memchr(text + at, '\0', line_len) != NULL)
-            return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s:%d: line contains a NUL byte (not a text file?)", name,
-                                lineno);
+        if (memchr(text + at, '\0', line_len) != NULL) {
+            st = ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s:%d: line contains a NUL byte (not a text file?)", name,
+                              lineno);
+            break;
+        }
         char *line = malloc(line_len + 1);
-        if (line == NULL)
-            return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "%s:%d: no memory for a line of %zu bytes", name, lineno,
-                                line_len);
+        if (line == NULL) {
+            st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "%s:%d: no memory for a line of %zu bytes", name, lineno, line_len);
+            break;
+        }
         memcpy(line, text + at, line_len);
         line[line_len] = '\0';
-        st = config_apply_line(cfg, name, lineno, line);
+        st = config_apply_line(cfg, name, lineno, line, fk);
         free(line);
         at += line_len + (nl != NULL);
     }
+    free(fk);
     return st;
 }
 
@@ -243,6 +312,12 @@ static engram_status_t config_read_env(engram_config_t *cfg)
             continue;
         const char *eq = strchr(entry, '=');
         size_t len = eq ? (size_t)(eq - entry) : strlen(entry);
+        /* not a key, but a value all the same: refused here like a key's */
+        engram_log_level_t level;
+        if (strncmp(entry, "ENGRAM_LOG_LEVEL=", strlen("ENGRAM_LOG_LEVEL=")) == 0 &&
+            !engram_log_level_parse(eq + 1, &level))
+            return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "ENGRAM_LOG_LEVEL: '%s' is not one of " ENGRAM_LOG_LEVEL_NAMES,
+                                eq + 1);
         if (is_non_key_var(entry, len))
             continue;
         char lower[ENGRAM_CONFIG_NAME_MAX + 2];

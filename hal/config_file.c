@@ -1,6 +1,6 @@
 /* The ENGRAM_CONFIG_FILE reader: a regular, readable, bounded text file, or
- * an error saying which of those it is not. The text is read whole and
- * handed to the parser the fuzz target drives (engram_config_read_text). */
+ * an error saying which of those it is not. The text is read whole, to EOF,
+ * and handed to the parser the fuzz target drives (engram_config_read_text). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -53,15 +53,30 @@ engram_status_t engram_config_read_file(engram_config_t *cfg, const char *path)
                           (long long)sb.st_size, CONFIG_FILE_MAX);
         goto out;
     }
-    size_t size = (size_t)sb.st_size, got = 0;
-    text = malloc(size + 1);
-    if (text == NULL) {
-        st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ENGRAM_CONFIG_FILE=%s: no memory for %zu bytes", path, size);
-        goto out;
-    }
-    /* One byte more than fstat said, so a file that grew is noticed. */
-    while (got <= size) {
-        ssize_t n = read(fd, text + got, size + 1 - got);
+    /* To EOF, whatever fstat says: procfs and sysfs files report size 0 (or
+     * a page) for any content, so the size is only the first guess. The
+     * buffer grows to one byte past the limit, so a longer file is noticed. */
+    size_t cap = 0, got = 0;
+    const size_t limit = (size_t)CONFIG_FILE_MAX + 1;
+    for (;;) {
+        if (got == cap) {
+            if (cap == limit) {
+                st = ENGRAM_ERROR(ENGRAM_ERR_INVALID,
+                                  "ENGRAM_CONFIG_FILE=%s is more than the %d bytes a configuration file may have",
+                                  path, CONFIG_FILE_MAX);
+                goto out;
+            }
+            size_t next = cap > 0 ? 2 * cap : sb.st_size > 0 ? (size_t)sb.st_size + 1 : 4096;
+            next = next < limit ? next : limit;
+            char *grown = realloc(text, next);
+            if (grown == NULL) {
+                st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ENGRAM_CONFIG_FILE=%s: no memory for %zu bytes", path, next);
+                goto out;
+            }
+            text = grown;
+            cap = next;
+        }
+        ssize_t n = read(fd, text + got, cap - got);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
@@ -72,10 +87,6 @@ engram_status_t engram_config_read_file(engram_config_t *cfg, const char *path)
         if (n == 0)
             break;
         got += (size_t)n;
-    }
-    if (got > size) {
-        st = ENGRAM_ERROR(ENGRAM_ERR_IO, "ENGRAM_CONFIG_FILE=%s changed size while it was read", path);
-        goto out;
     }
     st = engram_config_read_text(cfg, path, text, got);
 out:

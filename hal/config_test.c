@@ -9,6 +9,7 @@
 
 #include "hal/config.h"
 #include "hal/config_keys.h"
+#include "hal/log.h"
 #include "hal/status.h"
 #include "hal/testdata/check_error.h"
 #include "tests/check.h"
@@ -266,7 +267,8 @@ static void test_env_errors(void)
         {"ENGRAM_FLUSH_DEPTH", "abc", "flush_depth: 'abc' is not a decimal integer in 1..1048576"},
         {"ENGRAM_FLUSH_DEPTH", "12x", "flush_depth: '12x' is not a decimal integer"},
         {"ENGRAM_FLUSH_DEPTH", "0x10", "flush_depth: '0x10' is not a decimal integer"},
-        {"ENGRAM_FLUSH_DEPTH", " 12", "flush_depth: ' 12' is not a decimal integer"},
+        {"ENGRAM_FLUSH_DEPTH", "1 2", "flush_depth: '1 2' is not a decimal integer"},
+        {"ENGRAM_FLUSH_DEPTH", " ", "flush_depth: '' is not a decimal integer"},
         {"ENGRAM_FLUSH_DEPTH", "+12", "flush_depth: '+12' is not a decimal integer"},
         {"ENGRAM_FLUSH_DEPTH", "", "flush_depth: '' is not a decimal integer"},
         {"ENGRAM_FLUSH_DEPTH", "-", "flush_depth: '-' is not a decimal integer"},
@@ -508,6 +510,103 @@ static void test_transport_keys(void)
     clear_env();
 }
 
+/* One rule for blanks, whatever the source: those around a value are not
+ * part of it (hal/blanks.h); ENGRAM_LOG_LEVEL follows it too, and a level
+ * that is none is refused here as any bad value is. */
+static void test_blanks(void)
+{
+    clear_env();
+    use_file("fetch_slots = 8 \t\nmlx5_device =  mlx5_1  \n");
+    CHECK(setenv("ENGRAM_FLUSH_DEPTH", " 12 ", 1) == 0);
+    CHECK(setenv("ENGRAM_MODE", "hybrid\t", 1) == 0);
+    CHECK(setenv("ENGRAM_UCX_WINDOW", "16 ", 1) == 0);
+    CHECK(setenv("ENGRAM_LOG_LEVEL", "info ", 1) == 0);
+    engram_config_t *cfg = create_ok();
+    check_value(cfg, "fetch_slots", "8", ENGRAM_CONFIG_SRC_FILE);
+    check_value(cfg, "mlx5_device", "mlx5_1", ENGRAM_CONFIG_SRC_FILE);
+    check_value(cfg, "flush_depth", "12", ENGRAM_CONFIG_SRC_ENV);
+    check_value(cfg, "mode", "hybrid", ENGRAM_CONFIG_SRC_ENV);
+    check_value(cfg, "ucx_window", "16", ENGRAM_CONFIG_SRC_ENV);
+    CHECK_OK(engram_config_set(cfg, "transport", "  loopback "));
+    check_value(cfg, "transport", "loopback", ENGRAM_CONFIG_SRC_API);
+    CHECK_OK(engram_config_set(cfg, "plugin_path", " /a:/b\n"));
+    check_value(cfg, "plugin_path", "/a:/b", ENGRAM_CONFIG_SRC_API);
+    engram_config_destroy(cfg);
+
+    engram_log_level_t level = ENGRAM_LOG_LEVEL_ERROR;
+    CHECK(engram_log_level_parse("info ", &level) && level == ENGRAM_LOG_LEVEL_INFO);
+    CHECK(engram_log_level_parse(" Debug", &level) && level == ENGRAM_LOG_LEVEL_DEBUG);
+    CHECK(engram_log_level_parse(" ", &level) && level == ENGRAM_LOG_LEVEL_WARN);
+    CHECK(!engram_log_level_parse("inf", &level) && !engram_log_level_parse("info x", &level));
+    CHECK(level == ENGRAM_LOG_LEVEL_WARN); /* untouched by a refusal */
+    CHECK(setenv("ENGRAM_LOG_LEVEL", "verbose", 1) == 0);
+    check_create_fails(ENGRAM_ERR_INVALID, "ENGRAM_LOG_LEVEL: 'verbose' is not one of error|warn|info|debug|trace");
+    unsetenv("ENGRAM_LOG_LEVEL");
+    clear_env();
+}
+
+/* A byte order mark opening a file is skipped; one anywhere else is named. */
+static void test_file_bom(void)
+{
+    clear_env();
+    use_file("\xEF\xBB\xBFtransport = loopback\nfetch_slots = 8\n");
+    engram_config_t *cfg = create_ok();
+    check_value(cfg, "transport", "loopback", ENGRAM_CONFIG_SRC_FILE);
+    check_value(cfg, "fetch_slots", "8", ENGRAM_CONFIG_SRC_FILE);
+    engram_config_destroy(cfg);
+    use_file("\xEF\xBB\xBF# a comment first\n");
+    engram_config_destroy(create_ok());
+
+    char text[8192];
+    use_file("fetch_slots = 8\n\xEF\xBB\xBFtransport = loopback\n");
+    snprintf(text, sizeof(text), "%s:2: a UTF-8 byte order mark (U+FEFF) stands before key 'transport'; only a "
+             "file's first bytes may be one", file_path);
+    check_create_fails(ENGRAM_ERR_INVALID, text);
+    clear_env();
+}
+
+/* A key set twice in one file: refused naming both lines (the second would
+ * silently win); a core key and a transport's alike. */
+static void test_file_twice(void)
+{
+    clear_env();
+    char text[8192];
+    use_file("fetch_slots = 8\nmode = hybrid\n\n# again:\nfetch_slots = 16\n");
+    snprintf(text, sizeof(text), "%s:5: key 'fetch_slots' is set twice, on lines 1 and 5; set it once", file_path);
+    check_create_fails(ENGRAM_ERR_INVALID, text);
+    use_file("ucx_window = 16\nucx_window = 32\n");
+    snprintf(text, sizeof(text), "%s:2: key 'ucx_window' is set twice, on lines 1 and 2; set it once", file_path);
+    check_create_fails(ENGRAM_ERR_INVALID, text);
+    /* the file and the environment may both set one: env wins, by precedence */
+    use_file("fetch_slots = 8\n");
+    CHECK(setenv("ENGRAM_FETCH_SLOTS", "16", 1) == 0);
+    engram_config_t *cfg = create_ok();
+    check_value(cfg, "fetch_slots", "16", ENGRAM_CONFIG_SRC_ENV);
+    engram_config_destroy(cfg);
+    clear_env();
+}
+
+/* procfs files report size 0 whatever they hold: read to EOF (the first
+ * line is then what is refused, not the size), past the first guess of
+ * 4096 bytes too (/proc/self/smaps). */
+static void test_file_procfs(void)
+{
+    clear_env();
+    CHECK(setenv("ENGRAM_CONFIG_FILE", "/proc/self/status", 1) == 0);
+    check_create_fails(ENGRAM_ERR_INVALID, "/proc/self/status:1: expected 'key = value', got 'Name:");
+    FILE *maps = fopen("/proc/self/smaps", "re");
+    CHECK(maps != NULL);
+    size_t bytes = 0;
+    for (char buf[4096]; fgets(buf, sizeof(buf), maps) != NULL;)
+        bytes += strlen(buf);
+    fclose(maps);
+    if (bytes > 4096) {
+        CHECK(setenv("ENGRAM_CONFIG_FILE", "/proc/self/smaps", 1) == 0);
+        check_create_fails(ENGRAM_ERR_INVALID, "/proc/self/smaps:1: expected 'key = value', got '");
+    }
+    clear_env();
+}
+
 int main(void)
 {
     test_defaults();
@@ -521,6 +620,10 @@ int main(void)
     test_get_source_print();
     test_file_kinds();
     test_transport_keys();
+    test_blanks();
+    test_file_bom();
+    test_file_twice();
+    test_file_procfs();
     printf("config_test: all passed\n");
     return 0;
 }

@@ -1,6 +1,7 @@
 #include "hal/group.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,7 @@ engram_status_t engram_group_init(engram_group_t *g, const engram_group_ops_t *o
     g->local_rank = rank % local_size;
     g->local_size = local_size;
     g->timeout_ms = ENGRAM_DEFAULT_TIMEOUT_MS;
-    g->single_host = -1;
+    g->hosts = NULL;
     g->progress = NULL;
     g->progress_arg = NULL;
     return ENGRAM_OK;
@@ -44,6 +45,7 @@ void engram_group_destroy(engram_group_t *group)
         return;
     if (group->ops->destroy != NULL)
         group->ops->destroy(group);
+    engram_group_hosts_free(group);
     free(group);
 }
 
@@ -113,53 +115,145 @@ engram_status_t engram_group_agree_step(engram_group_t *group, engram_status_t l
     return local != ENGRAM_OK ? local : st;
 }
 
-/* Boot id alone identifies a kernel; the hostname is gathered too so the
- * error message for a mixed group can say where the ranks run. */
+/* What each rank contributes to the host map: its identity, and its
+ * hostname for the messages (the hostname decides nothing). */
 typedef struct host_record {
-    char boot_id[ENGRAM_BOOT_ID_LEN];
+    engram_host_id_t id;
     char hostname[HOST_NAME_MAX + 1];
-    char ok;
+    char known; /* 0: this rank could not tell its identity */
 } host_record_t;
 
-static void host_record_fill(host_record_t *rec)
+/* This rank's record; *why says what it could not read when !known. */
+static void host_record_fill(host_record_t *rec, const char **why)
 {
     memset(rec, 0, sizeof(*rec));
-    rec->ok = engram_host_boot_id(rec->boot_id) == ENGRAM_OK;
+    rec->known = engram_host_id_self(&rec->id, why) == ENGRAM_OK;
     if (gethostname(rec->hostname, sizeof(rec->hostname) - 1) != 0)
         strcpy(rec->hostname, "?");
 }
 
-int engram_group_single_host(engram_group_t *group)
+/* "rank R (hostname H) is not on rank Q's host (hostname G): another ..." */
+static void describe_apart(char *buf, size_t len, const host_record_t *all, int r, int q)
 {
-    if (group == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "single_host on a NULL group");
-    if (group->single_host >= 0)
-        return group->single_host;
-    host_record_t mine;
-    host_record_fill(&mine);
-    host_record_t *all = calloc((size_t)group->size, sizeof(*all));
-    if (all == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "no memory for %d host records", group->size);
-    engram_status_t st = engram_group_allgather(group, &mine, all, sizeof(mine));
-    if (st != ENGRAM_OK)
-        goto free_all;
-    int single = 1;
-    for (int r = 0; r < group->size; r++) {
-        if (!all[r].ok) {
-            st = ENGRAM_ERROR(ENGRAM_ERR_IO, "rank %d (host %.64s) could not read its kernel boot id", r,
-                              all[r].hostname);
-            goto free_all;
-        }
-        if (strcmp(all[r].boot_id, mine.boot_id) != 0) {
-            ENGRAM_DEBUG("rank %d runs on host %.64s, rank %d on %.64s: not a single host", r, all[r].hostname,
-                         group->rank, mine.hostname);
-            single = 0;
+    snprintf(buf, len, "rank %d (hostname %.64s) is not on rank %d's host (hostname %.64s): %s", r,
+             all[r].hostname, q, all[q].hostname, engram_host_id_difference(&all[q].id, &all[r].id));
+}
+
+/* The map from the gathered records, the same on every rank. */
+static engram_status_t hosts_build(const engram_group_t *group, const host_record_t *all, engram_group_hosts_t *h)
+{
+    int n = group->size, local = group->local_size;
+    h->first = malloc((size_t)n * sizeof(*h->first));
+    int *reps = malloc((size_t)n * sizeof(*reps)); /* the first rank of each host seen so far */
+    if (h->first == NULL || reps == NULL) {
+        free(reps);
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "no memory for the hosts of %d ranks", n);
+    }
+    h->count = 0;
+    for (int r = 0; r < n; r++) {
+        int k = 0;
+        while (k < h->count && !engram_host_id_same(&all[reps[k]].id, &all[r].id))
+            k++;
+        if (k == h->count)
+            reps[h->count++] = r;
+        h->first[r] = reps[k];
+    }
+    free(reps);
+    for (int r = 1; r < n && h->spread[0] == '\0'; r++)
+        if (h->first[r] != 0)
+            describe_apart(h->spread, sizeof(h->spread), all, r, 0);
+    for (int r = 0; r < n && h->nodes[0] == '\0'; r++) {
+        int base = r - r % local;
+        if (h->first[r] != h->first[base]) {
+            char apart[sizeof(h->spread)];
+            describe_apart(apart, sizeof(apart), all, r, base);
+            snprintf(h->nodes, sizeof(h->nodes), "node %d (ranks %d..%d) spans hosts: %s", base / local, base,
+                     base + local - 1, apart);
         }
     }
-    group->single_host = single;
-free_all:
+    return ENGRAM_OK;
+}
+
+engram_status_t engram_group_hosts(engram_group_t *group, const engram_group_hosts_t **out)
+{
+    if (group == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "hosts of a NULL group");
+    if (group->hosts != NULL) {
+        *out = group->hosts;
+        return ENGRAM_OK;
+    }
+    host_record_t mine;
+    const char *why = NULL;
+    host_record_fill(&mine, &why);
+    host_record_t *all = calloc((size_t)group->size, sizeof(*all));
+    engram_group_hosts_t *h = calloc(1, sizeof(*h));
+    /* Leaving now makes the others' allgather fail by timeout: bounded. */
+    engram_status_t st = all != NULL && h != NULL
+                             ? engram_group_allgather(group, &mine, all, sizeof(mine))
+                             : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "no memory for %d host records", group->size);
+    for (int r = 0; st == ENGRAM_OK && r < group->size; r++)
+        if (!all[r].known)
+            st = ENGRAM_ERROR(ENGRAM_ERR_IO, "rank %d (hostname %.64s) cannot tell which host it is on: %s", r,
+                              all[r].hostname, r == group->rank ? why : "it has no /proc/sys/kernel/random/boot_id "
+                                                                        "or /proc/self/ns (see its log)");
+    if (st == ENGRAM_OK)
+        st = hosts_build(group, all, h);
     free(all);
-    return st == ENGRAM_OK ? group->single_host : (int)st;
+    if (st != ENGRAM_OK) {
+        if (h != NULL)
+            free(h->first);
+        free(h);
+        return st;
+    }
+    if (h->count > 1)
+        ENGRAM_DEBUG("the group's %d ranks run on %d hosts; %s", group->size, h->count, h->spread);
+    group->hosts = h;
+    *out = h;
+    return ENGRAM_OK;
+}
+
+void engram_group_hosts_free(engram_group_t *group)
+{
+    if (group->hosts != NULL)
+        free(group->hosts->first);
+    free(group->hosts);
+    group->hosts = NULL;
+}
+
+int engram_group_single_host(engram_group_t *group)
+{
+    const engram_group_hosts_t *h;
+    engram_status_t st = engram_group_hosts(group, &h);
+    return st == ENGRAM_OK ? h->count == 1 : (int)st;
+}
+
+engram_status_t engram_host_identity(char *buf, size_t len)
+{
+    engram_host_id_t id;
+    const char *why = NULL;
+    if (engram_host_id_self(&id, &why) != ENGRAM_OK)
+        return ENGRAM_ERROR(ENGRAM_ERR_IO, "engram_host_identity: %s", why);
+    char text[ENGRAM_HOST_IDENTITY_MAX];
+    int n = snprintf(text, sizeof(text), "%s/ns:%llu/net:%llu/pid:%llu", id.boot_id, (unsigned long long)id.ns_dev,
+                     (unsigned long long)id.netns, (unsigned long long)id.pidns);
+    if (buf == NULL || (size_t)n >= len)
+        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "engram_host_identity: needs %d bytes, the buffer has %zu", n + 1,
+                            buf == NULL ? 0 : len);
+    memcpy(buf, text, (size_t)n + 1);
+    return ENGRAM_OK;
+}
+
+engram_status_t engram_group_check_nodes(engram_group_t *group, const char *what)
+{
+    const engram_group_hosts_t *h;
+    engram_status_t st = engram_group_hosts(group, &h);
+    if (st != ENGRAM_OK || h->nodes[0] == '\0')
+        return st;
+    return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
+                        "%s: %s; the ranks of a node (local_size %d consecutive ranks) map each other's memory, so "
+                        "they must share a host (one kernel, network and pid namespace): give the group a "
+                        "local_size that groups its ranks by host",
+                        what, h->nodes, group->local_size);
 }
 
 void engram_group_set_progress(engram_group_t *group, engram_group_progress_fn fn, void *arg)

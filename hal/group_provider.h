@@ -17,7 +17,7 @@ struct engram_group {
     void *provider; /* provider state */
     int rank, size, local_rank, local_size;
     int timeout_ms;
-    int single_host; /* -1 until computed */
+    engram_group_hosts_t *hosts; /* NULL until gathered */
     engram_group_progress_fn progress; /* see engram_group_set_progress */
     void *progress_arg;
 };

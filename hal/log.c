@@ -5,27 +5,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
-
-static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
 
 /* A longer message is cut to ENGRAM_LAST_ERROR_BYTES - 1 bytes
  * (vsnprintf), in both engram_last_error() and the logged line; messages
  * name a parameter and a value, well short. */
 static _Thread_local char last_error[ENGRAM_LAST_ERROR_BYTES];
 
+/* engram_config_create refuses a bad ENGRAM_LOG_LEVEL; a process that logs
+ * before (or without) one says so here and keeps the default. */
 static engram_log_level_t parse_level(void)
 {
     const char *env = getenv("ENGRAM_LOG_LEVEL");
-    if (env == NULL || *env == '\0')
-        return ENGRAM_LOG_LEVEL_WARN;
-    for (int i = 0; i <= ENGRAM_LOG_LEVEL_TRACE; i++)
-        if (strcasecmp(env, level_names[i]) == 0)
-            return (engram_log_level_t)i;
-    fprintf(stderr, "engram[%d] WARN ENGRAM_LOG_LEVEL=%s is not one of error|warn|info|debug|trace; using warn\n",
-            (int)getpid(), env);
-    return ENGRAM_LOG_LEVEL_WARN;
+    engram_log_level_t level = ENGRAM_LOG_LEVEL_WARN;
+    if (env != NULL && !engram_log_level_parse(env, &level))
+        fprintf(stderr, "engram[%d] warn ENGRAM_LOG_LEVEL: '%s' is not one of " ENGRAM_LOG_LEVEL_NAMES
+                "; using warn\n", (int)getpid(), env);
+    return level;
 }
 
 engram_log_level_t engram_log_level(void)
@@ -63,7 +59,7 @@ static void vwrite(engram_log_level_t level, const char *file, int line, const c
     if (fn != NULL)
         fn(arg, level, base, line, msg);
     else
-        fprintf(stderr, "engram[%d] %s %s:%d %s\n", (int)getpid(), level_names[level], base, line, msg);
+        fprintf(stderr, "engram[%d] %s %s:%d %s\n", (int)getpid(), engram_log_level_name(level), base, line, msg);
 }
 
 void engram_log_write(engram_log_level_t level, const char *file, int line, const char *fmt, ...)

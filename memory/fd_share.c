@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,11 +35,9 @@ typedef struct fd_record {
     char name[ENGRAM_FD_PASS_NAME_LEN]; /* abstract socket name, without the leading NUL */
     int32_t pid;
     int32_t status; /* OK, or why this rank cannot take part */
-    char boot_id[ENGRAM_BOOT_ID_LEN];
-    /* Abstract names resolve, and SO_PEERCRED pids compare, only within one
-     * network and one pid namespace; a rank in other namespaces of the same
-     * kernel is treated like a rank on another host. */
-    uint64_t netns, pidns;
+    /* Abstract names resolve, and SO_PEERCRED pids compare, only on one
+     * host in hal/host_id.h's sense (one kernel, network and pid namespace). */
+    engram_host_id_t host;
 } fd_record_t;
 
 typedef struct fd_exchange {
@@ -55,12 +52,6 @@ typedef struct fd_exchange {
     int to_receive, to_serve;
 } fd_exchange_t;
 
-static uint64_t ns_inode(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
-}
-
 static engram_status_t listen_random(int backlog, int *out_fd, char name[ENGRAM_FD_PASS_NAME_LEN])
 {
     int err = engram_fd_pass_listen(SOCK_STREAM | SOCK_NONBLOCK, "engram-fd-", backlog, out_fd, name);
@@ -73,23 +64,16 @@ static void record_fill(fd_record_t *rec, engram_group_t *group, int my_fd, cons
 {
     memset(rec, 0, sizeof(*rec));
     rec->pid = (int32_t)getpid();
-    rec->netns = ns_inode("/proc/self/ns/net");
-    rec->pidns = ns_inode("/proc/self/ns/pid");
+    const char *why = NULL;
     if (fds == NULL)
         rec->status = ENGRAM_ERROR(ENGRAM_ERR_INVALID, "fd share on rank %d: fds is NULL", engram_group_rank(group));
     else if (my_fd < 0 || fcntl(my_fd, F_GETFD) < 0)
         rec->status = ENGRAM_ERROR(ENGRAM_ERR_INVALID, "fd share on rank %d: my_fd %d is not an open fd",
                                    engram_group_rank(group), my_fd);
-    else if (engram_host_boot_id(rec->boot_id) != ENGRAM_OK)
-        rec->status = ENGRAM_ERROR(ENGRAM_ERR_IO, "fd share on rank %d: cannot read the kernel boot id",
-                                   engram_group_rank(group));
+    else if (engram_host_id_self(&rec->host, &why) != ENGRAM_OK)
+        rec->status = ENGRAM_ERROR(ENGRAM_ERR_IO, "fd share on rank %d: %s", engram_group_rank(group), why);
     else
         rec->status = listen_random(2 * engram_group_size(group) + 8, listen_fd, rec->name);
-}
-
-static int same_host(const fd_record_t *a, const fd_record_t *b)
-{
-    return strcmp(a->boot_id, b->boot_id) == 0 && a->netns == b->netns && a->pidns == b->pidns;
 }
 
 /* Accept one connection; send our fd if it comes from a member of this host
@@ -283,7 +267,7 @@ engram_status_t engram_fd_allgather(engram_group_t *group, int my_fd, int *fds)
     x.all = all;
     for (int r = 0; r < n; r++) {
         x.got[r] = x.conn[r] = -1;
-        x.peer[r] = r != me && same_host(&all[r], &mine);
+        x.peer[r] = r != me && engram_host_id_same(&all[r].host, &mine.host);
         x.to_receive += x.peer[r];
     }
     x.to_serve = x.to_receive;

@@ -5,6 +5,8 @@
  * spanning hosts is refused at context create by a transport without
  * ENGRAM_CAP_CROSS_HOST; and the doorbell rings at least every
  * max_outstanding gets per (queue, peer) whatever flush_depth says. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engram/engram.h"
@@ -56,13 +58,20 @@ static void check_kinds(engram_group_t *g)
     check_table_refused(g, "transport recording cannot write host memory, where this table's rows are received");
 }
 
-/* The group's host answer is cached (hal/group_provider.h): setting it
- * plays ranks on two hosts without a second machine. */
+/* The group's host map is cached (hal/group.h): setting it plays ranks
+ * on two hosts without a second machine (tests/reliability/
+ * engram_two_hosts_test makes two hosts of one machine for real). */
 static void check_cross_host(void)
 {
     engram_group_t *g;
     CHECK_OK(replicated_group_create(0, RANKS, 1, &g));
-    g->single_host = 0;
+    engram_group_hosts_t *h = calloc(1, sizeof(*h));
+    CHECK(h != NULL && (h->first = malloc(RANKS * sizeof(int))) != NULL);
+    h->count = RANKS;
+    for (int r = 0; r < RANKS; r++)
+        h->first[r] = r;
+    snprintf(h->spread, sizeof(h->spread), "rank 1 is elsewhere");
+    g->hosts = h; /* freed by engram_group_destroy */
     engram_config_t *cfg;
     CHECK_OK(engram_config_create(&cfg));
     CHECK_OK(engram_config_set(cfg, "transport", "recording"));
@@ -70,6 +79,7 @@ static void check_cross_host(void)
     CHECK_STATUS(engram_context_create(cfg, g, &ctx), ENGRAM_ERR_UNSUPPORTED);
     CHECK(ctx == NULL);
     CHECK(strstr(engram_last_error(), "transport recording reaches only ranks on its own host") != NULL);
+    CHECK(strstr(engram_last_error(), "ranks run on 2 hosts: rank 1 is elsewhere") != NULL);
     recording_caps.flags |= ENGRAM_CAP_CROSS_HOST;
     CHECK_OK(engram_context_create(cfg, g, &ctx));
     CHECK_OK(engram_context_destroy(ctx));

@@ -65,9 +65,19 @@ ENGRAM_API int engram_group_rank(const engram_group_t *group);
 ENGRAM_API int engram_group_size(const engram_group_t *group);
 ENGRAM_API int engram_group_local_rank(const engram_group_t *group);
 ENGRAM_API int engram_group_local_size(const engram_group_t *group);
-/* Collective; 1 when every rank runs on this host (same boot id), else 0.
- * Computed once, then cached. Negative status on failure. */
+/* Collective; 1 when every rank runs on this host, else 0: one host is one
+ * running kernel (boot id) and one network and pid namespace, so two
+ * containers of one machine with their own namespaces are two hosts (their
+ * processes cannot share memory by fd). Computed once, then cached.
+ * Negative status on failure. */
 ENGRAM_API int engram_group_single_host(engram_group_t *group);
+/* This process's host in that sense, as text (at most
+ * ENGRAM_HOST_IDENTITY_MAX bytes with the NUL): two processes print the
+ * same text iff they are on one host. For a caller that groups ranks by
+ * host itself (a node's local_size). ENGRAM_ERR_IO without /proc,
+ * ENGRAM_ERR_OVERFLOW when len is too small; buf set only on success. */
+#define ENGRAM_HOST_IDENTITY_MAX 128
+ENGRAM_API engram_status_t engram_host_identity(char *buf, size_t len);
 
 ENGRAM_API engram_status_t engram_group_allgather(engram_group_t *group, const void *send, void *recv, size_t bytes);
 ENGRAM_API engram_status_t engram_group_barrier(engram_group_t *group);

@@ -33,9 +33,10 @@ class Group(_engram.Group):
         new_group(backend="gloo"), which is collective over the world: every
         rank calls from_torch at the same point. local_size (ranks per node)
         comes from the argument, else LOCAL_WORLD_SIZE (as torchrun sets it),
-        else from the hostnames of the ranks, which must be grouped by node in
-        consecutive ranks. local_rank, when given or in LOCAL_RANK, is checked
-        against rank % local_size."""
+        else from the hosts of the ranks (a host is one kernel, network and
+        pid namespace, as everywhere in engram; not the hostname), which must
+        be grouped by host in consecutive ranks. local_rank, when given or in
+        LOCAL_RANK, is checked against rank % local_size."""
         import torch
         import torch.distributed as dist
 
@@ -141,12 +142,17 @@ def _torch_allgather_object(dist, pg, obj, size):
 
 
 def _local_size_from_hosts(rank, size, allgather_object):
-    hosts = allgather_object(socket.gethostname())
+    """Ranks per host, hosts as the library tells them (host_identity: one
+    kernel, network and pid namespace), so two containers of one machine are
+    two hosts whatever their hostnames; the hostnames only name them."""
+    gathered = allgather_object((_engram.host_identity(), socket.gethostname()))
+    hosts = [h for h, _ in gathered]
     local = hosts.count(hosts[rank])
     for node_start in range(0, size, local):
         if len(set(hosts[node_start:node_start + local])) != 1 or size % local:
             raise InvalidArgumentError("Group.from_torch: ranks are not grouped by host in consecutive ranks of "
-                                       "equal count (%s); pass local_size or set LOCAL_WORLD_SIZE" % hosts)
+                                       "equal count (hostnames by rank: %s); pass local_size or set "
+                                       "LOCAL_WORLD_SIZE" % [name for _, name in gathered])
     return local
 
 

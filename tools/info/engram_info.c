@@ -1,9 +1,9 @@
 /* engram_info: version, every backend (built in, and every plugin found on
  * plugin_path: loaded, or why not; available, or why not; what it can do),
  * the effective configuration with each key's source (the transports' keys
- * too), and whether this configuration can run: a context is created on a
- * group of one exactly as an application's would be. Exits 1 with the
- * library's message when the configuration could not run. */
+ * too), and whether this configuration can run: a context and a small host
+ * table are created on a group of one exactly as an application's would be.
+ * Exits 1 with the library's message when the configuration could not run. */
 #include <stdio.h>
 #include <string.h>
 
@@ -96,8 +96,10 @@ static void print_keys(const engram_config_t *cfg, const engram_transport_ops_t 
     engram_config_print_keyset(cfg, &keys, stdout);
 }
 
-/* Creates a context as an application would: the one verdict on whether
- * this configuration runs (keys, selection, open, queue count). */
+/* Creates a context and a small host table on it as an application would:
+ * the one verdict on whether this configuration runs (keys, selection,
+ * open, queue count; then what a table needs: its segments with the
+ * huge_pages and numa_node asked for, their registration). */
 static int check_runs(const engram_config_t *cfg, engram_group_t *g)
 {
     printf("\ncheck: transport=%s ", cfg->transport);
@@ -107,7 +109,18 @@ static int check_runs(const engram_config_t *cfg, engram_group_t *g)
         fprintf(stderr, "engram_info: configuration error: %s\n", engram_last_error());
         return 1;
     }
-    printf("runs on %s\n", engram_context_transport(ctx));
+    const engram_table_params_t params = {.size = sizeof(params), .entries_per_rank = 64, .row_bytes = 256,
+                                          .entries_per_token = 1, .max_tokens = 1, .recv = ENGRAM_RECV_HOST};
+    engram_table_t *table = NULL;
+    if (engram_table_create(ctx, &params, &table) != ENGRAM_OK) {
+        printf("cannot create a table on %s\n", engram_context_transport(ctx));
+        fprintf(stderr, "engram_info: configuration error: a table (64 rows of 256 bytes, recv=HOST) cannot be "
+                "created: %s\n", engram_last_error());
+        engram_context_destroy(ctx);
+        return 1;
+    }
+    printf("runs on %s (a table created and destroyed)\n", engram_context_transport(ctx));
+    engram_table_destroy(table);
     engram_context_destroy(ctx);
     return 0;
 }

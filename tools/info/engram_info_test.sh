@@ -1,8 +1,8 @@
 #!/bin/bash
-# engram_info diagnoses (issue 13 defect 6): it lists every plugin found
+# engram_info diagnoses: it lists every plugin found
 # (loaded, or the loader's reason), every key with its source (the
 # transports' too), and exits 1 with the library's own message when the
-# configuration cannot run.
+# configuration cannot run, a table create included.
 # args: engram_info, then the test plugins (all in one directory).
 set -u
 info="$1"
@@ -54,6 +54,19 @@ printf 'ucx_window = 0\n' >"$TEST_TMPDIR/bad.conf"
 if "$info" 2>/dev/null | grep -q "^  ucx        available: yes"; then
     expect 1 ENGRAM_CONFIG_FILE="$TEST_TMPDIR/bad.conf" -- \
         "configuration error: $TEST_TMPDIR/bad.conf:1: ucx's ucx_window: '0' is out of range 1..65536"
+fi
+
+# What a table create needs is checked too (a small host table, created and
+# destroyed): a configuration whose every table create fails does not run.
+expect 0 -- "check: transport=auto runs on loopback (a table created and destroyed)"
+expect 1 ENGRAM_NUMA_NODE=1023 -- "check: transport=auto cannot create a table on loopback" \
+    "engram_info: configuration error: a table (64 rows of 256 bytes, recv=HOST) cannot be created: host segment: NUMA node 1023 is not a node with memory"
+huge_free=$(awk '$1 == "HugePages_Free:" {print $2}' /proc/meminfo)
+if [ "${huge_free:-0}" = 0 ]; then
+    expect 1 ENGRAM_HUGE_PAGES=on -- "check: transport=auto cannot create a table on loopback" \
+        "engram_info: configuration error: a table (64 rows of 256 bytes, recv=HOST) cannot be created: host segment alloc: huge_pages=on but"
+elif [ "$huge_free" -ge 8 ]; then # the table's few segments of one 2 MiB page each
+    expect 0 ENGRAM_HUGE_PAGES=on -- "check: transport=auto runs on loopback (a table created and destroyed)"
 fi
 
 if [ "$fails" != 0 ]; then echo "$fails failed"; exit 1; fi

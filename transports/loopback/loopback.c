@@ -57,13 +57,14 @@ struct engram_transport {
     engram_region_t *regions; /* every live region, released by close */
 };
 
+/* Its ranks map each other's segments by fd: one host (hal/host_id.h). */
 static bool loopback_available(engram_group_t *group, const char **why)
 {
-    int single = group != NULL ? engram_group_single_host(group) : -1;
-    if (single == 1)
+    const engram_group_hosts_t *hosts = NULL;
+    if (group != NULL && engram_group_hosts(group, &hosts) == ENGRAM_OK && hosts->count == 1)
         return true;
     if (why != NULL)
-        *why = single == 0 ? "ranks span hosts" : "could not tell whether all ranks share this host";
+        *why = hosts != NULL ? hosts->spread : "could not tell whether all ranks share this host";
     return false;
 }
 

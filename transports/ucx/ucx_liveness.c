@@ -1,11 +1,11 @@
 /* Peer liveness beyond what UCX reports. Shared-memory transports cannot
  * report a peer's failure (UCX refuses UCP_ERR_HANDLING_MODE_PEER for
  * them), and even where UCX can, keepalive takes seconds; a peer on this
- * host (same kernel, same pid namespace) is watched through a pidfd
+ * kernel whose pid names it here (hal/host_id.h: one pid namespace, a
+ * network namespace of its own or not) is watched through a pidfd
  * (pid_watch.h: a pid alone is fooled by its reuse) while a wait is slow. */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hal/host_id.h"
@@ -14,22 +14,20 @@
 #include "transports/ucx/ucx_internal.h"
 
 typedef struct identity {
-    char boot_id[ENGRAM_BOOT_ID_LEN];
-    uint64_t pid_ns;
+    engram_host_id_t host;
     int32_t pid;
+    int32_t known; /* its host could be told */
 } identity_t;
 
-/* Each peer on this host gets a watch; the barrier after them means every
- * peer was alive after its watch was opened, so no watch names a process
- * that took a dead peer's pid in between. */
+/* Each peer whose pid names it here gets a watch; the barrier after them
+ * means every peer was alive after its watch was opened, so no watch names
+ * a process that took a dead peer's pid in between. */
 engram_status_t engram_ucx_liveness_init(engram_transport_t *t)
 {
     identity_t mine = {.pid = (int32_t)getpid()};
-    struct stat ns;
-    /* Without a boot id or a pid namespace the peers are left unwatched:
-     * UCX's own failure reports and the timeouts still bound every wait. */
-    bool known = engram_host_boot_id(mine.boot_id) == ENGRAM_OK && stat("/proc/self/ns/pid", &ns) == 0;
-    mine.pid_ns = known ? (uint64_t)ns.st_ino : 0;
+    /* A rank that cannot tell its host leaves the peers unwatched: UCX's
+     * own failure reports and the timeouts still bound every wait. */
+    mine.known = engram_host_id_self(&mine.host, NULL) == ENGRAM_OK;
     identity_t *all = calloc((size_t)t->shape.size, sizeof(*all));
     t->peer_watch = malloc((size_t)t->shape.size * sizeof(*t->peer_watch));
     if (all == NULL || t->peer_watch == NULL) {
@@ -41,7 +39,7 @@ engram_status_t engram_ucx_liveness_init(engram_transport_t *t)
     engram_status_t st = engram_group_allgather(t->group, &mine, all, sizeof(mine));
     int unwatched = 0, why = 0;
     for (int r = 0; st == ENGRAM_OK && r < t->shape.size; r++) {
-        if (r == t->shape.rank || !known || all[r].pid_ns != mine.pid_ns || strcmp(all[r].boot_id, mine.boot_id) != 0)
+        if (r == t->shape.rank || !mine.known || !all[r].known || !engram_host_id_pids_shared(&all[r].host, &mine.host))
             continue;
         t->peer_watch[r] = engram_pid_watch_open(all[r].pid);
         if (t->peer_watch[r] < 0) {

@@ -30,6 +30,17 @@ static PyObject *status_str(PyObject *self, PyObject *arg)
     return PyUnicode_FromString(engram_status_str((engram_status_t)st));
 }
 
+static PyObject *host_identity(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    char id[ENGRAM_HOST_IDENTITY_MAX];
+    engram_status_t st = engram_host_identity(id, sizeof(id));
+    if (st != ENGRAM_OK)
+        return eg_raise_status(st, "host_identity");
+    return PyUnicode_FromString(id);
+}
+
 static PyMethodDef module_methods[] = {
     {"fork_run", (PyCFunction)(void (*)(void))eg_fork_run, METH_VARARGS | METH_KEYWORDS,
      "fork_run(nranks, fn, local_size=0)\n--\n\nRuns fn(group) in nranks forked children (the fork provider); "
@@ -40,6 +51,9 @@ static PyMethodDef module_methods[] = {
     {"_config_values", eg_config_values, METH_VARARGS,
      "_config_values(config, keys)\n--\n\nThe effective value (text) of each key for a config dict: config over "
      "ENGRAM_<KEY> over ENGRAM_CONFIG_FILE over the default."},
+    {"host_identity", host_identity, METH_NOARGS,
+     "host_identity()\n--\n\nThis process's host as text, equal on two processes iff they are on one host (one "
+     "kernel, network and pid namespace): what engram's 'same host' means everywhere."},
     {"_set_log_callback", eg_set_log_callback, METH_O,
      "_set_log_callback(fn)\n--\n\nSends the library's log lines to fn(level, file, line, msg) (level: a logging "
      "level), or back to stderr with None."},
