@@ -119,19 +119,19 @@ static int stall_main(engram_group_t *g, void *arg)
     return 0;
 }
 
-/* Ranks arrive at an agreement one after another, 250 ms apart: 750 ms in
- * all against a 400 ms timeout, but each arrival is progress for the ranks
+/* Ranks arrive at an agreement one after another, 300 ms apart: 900 ms in
+ * all against a 600 ms timeout, but each arrival is progress for the ranks
  * already waiting, so the agreement completes everywhere. */
 static int staggered_main(engram_group_t *g, void *arg)
 {
     (void)arg;
-    engram_group_set_timeout(g, 400);
+    engram_group_set_timeout(g, 600);
     int me = engram_group_rank(g);
-    usleep((useconds_t)me * 250 * 1000);
+    usleep((useconds_t)me * 300 * 1000);
     int64_t t0 = now_ms();
     CHECK_OK(engram_group_agree(g, ENGRAM_OK));
     if (me == 0)
-        CHECK(now_ms() - t0 > 400); /* longer than the timeout in all */
+        CHECK(now_ms() - t0 > 600); /* longer than the timeout in all */
     return 0;
 }
 
