@@ -8,12 +8,22 @@
  * keys of its own, plus the copy list. A fetch clears only the part of the
  * table its own row count needs.
  *
- * auto: the first ENGRAM_DEDUP_SAMPLE rows are hashed into a small table
- * of their own (cache resident, a few microseconds); dedup runs when at
- * least 1/ENGRAM_DEDUP_MIN_REPEAT_INV of the sampled valid rows repeat an
- * earlier one. A prefix sees fewer repeats than the whole batch (repeats
- * grow with the rows seen), so the test errs towards off: uniform indices
- * over a large table repeat almost never and pay only the sample. */
+ * auto: two samples of the whole batch, about ENGRAM_DEDUP_SAMPLE rows
+ * each, both into small tables of their own (cache resident). By index
+ * value: every row is hashed (a multiply and a compare), and the rows
+ * whose hash falls in the lowest 2^-k of its range are taken; all copies
+ * of a taken index are taken, so the repeats among them estimate the
+ * batch's repeat fraction wherever its repeats sit (a prefix sees fewer:
+ * repeats grow with the rows seen). By position: every 2^k-th row, which
+ * catches what the first misses, an index repeated many times over (each
+ * of the few indices behind most repeats escapes a sample by value with
+ * probability 1 - 2^-k). The larger of the two fractions counts. Cost:
+ * about half a nanosecond a row plus the samples, against 2-3 ns a row for
+ * dedup itself. Then a cost model decides: dedup pays when
+ *     repeats x (get - copy) > rows x track
+ * where get is what one get costs on this table's transport, copy the
+ * local copy that replaces it, and track the first-position table's work
+ * per row (engram_dedup_set_costs). */
 #ifndef ENGRAM_ENGRAM_DEDUP_H
 #define ENGRAM_ENGRAM_DEDUP_H
 
@@ -22,7 +32,27 @@
 #include "hal/routing.h"
 #include "hal/status.h"
 
-enum { ENGRAM_DEDUP_SAMPLE = 512, ENGRAM_DEDUP_MIN_REPEAT_INV = 16 };
+enum { ENGRAM_DEDUP_SAMPLE = 512 };
+
+/* The cost model's figures (ns, this repository's 2-core VM; the engram_bench
+ * runs of docs/BENCHMARKS.md, "in-batch dedup"): what a get costs beyond
+ * moving the row's bytes, which the copy replacing it moves as well (about
+ * row_bytes / 16 ns from a row just landed). A get its owner's CPU serves
+ * (ENGRAM_REGION_OWNER_PROGRESS: UCX over TCP emulating RMA) ran at
+ * 0.3-0.4 Mgets/s; one-sided gets (loopback's copy, UCX's shared-memory
+ * lanes, a NIC's RDMA read) at 17-18 Mgets/s of 256-byte rows, 57 ns each,
+ * 16 of them the bytes. Tracking is a hash and a probe of the
+ * first-position table per row: 2-3 ns while the table fits in L2 (up to
+ * ENGRAM_DEDUP_TRACK_SMALL_ROWS rows), 9-11 ns at 196608 rows (a
+ * microbenchmark of engram_dedup_begin and engram_dedup_repeat, best of 40
+ * runs). */
+enum {
+    ENGRAM_DEDUP_GET_NS_OWNER_CPU = 2500,
+    ENGRAM_DEDUP_GET_NS_ONE_SIDED = 40,
+    ENGRAM_DEDUP_TRACK_NS_SMALL = 3,
+    ENGRAM_DEDUP_TRACK_NS_LARGE = 10,
+    ENGRAM_DEDUP_TRACK_SMALL_ROWS = 32768,
+};
 
 typedef struct engram_dedup {
     uint32_t *first;     /* [capacity]: row + 1 of an index's first position; 0 = empty */
@@ -33,6 +63,7 @@ typedef struct engram_dedup {
     uint32_t mask;       /* this fetch's table: mask + 1 entries */
     int shift;           /* 64 - log2(mask + 1) */
     const int64_t *indices;
+    uint32_t get_ns, copy_ns; /* auto's cost model (engram_dedup_set_costs) */
 } engram_dedup_t;
 
 /* The state for fetches of up to max_rows rows under `mode` (the dedup
@@ -42,6 +73,29 @@ typedef struct engram_dedup {
  * and the copy list (8). */
 engram_status_t engram_dedup_create(int mode, uint64_t max_rows, engram_dedup_t **out);
 void engram_dedup_destroy(engram_dedup_t *d);
+
+/* auto's cost model for a table of rows of row_bytes whose gets are served
+ * by the owner's CPU (owner_cpu_gets: its shard region is
+ * ENGRAM_REGION_OWNER_PROGRESS) or one-sided. Until called: one-sided gets
+ * of 256-byte rows. d may be NULL. */
+void engram_dedup_set_costs(engram_dedup_t *d, bool owner_cpu_gets, uint32_t row_bytes);
+
+/* What auto's samples saw: each takes 1 row in 2^rate_log2 (every row
+ * of a batch of at most ENGRAM_DEDUP_SAMPLE), counting its valid rows and
+ * those that repeat an earlier row of the same sample. */
+typedef struct engram_dedup_estimate {
+    int rate_log2;
+    uint32_t by_value_rows, by_value_repeats;
+    uint32_t by_position_rows, by_position_repeats;
+} engram_dedup_estimate_t;
+
+/* auto's decision for `rows` positions of `indices` under d's cost model
+ * (d NULL: the defaults): true when dedup pays. est (may be NULL) gets
+ * what the samples saw. */
+bool engram_dedup_pays(const engram_dedup_t *d, const int64_t *indices, uint32_t rows, uint64_t total_entries,
+                       engram_dedup_estimate_t *est);
+/* The model's tracking cost per row for a fetch of `rows` rows (ns). */
+uint32_t engram_dedup_track_ns(uint32_t rows);
 
 /* Starts a fetch of `rows` positions of `indices` (mode: ENGRAM_DEDUP_*;
  * d may be NULL when the table has none, mode off). Returns d when this

@@ -370,6 +370,11 @@ engram_status_t engram_table_create(engram_context_t *ctx, const engram_table_pa
         t->shard_flags = engram_context_reg_flags(ctx);
         engram_context_hold_progress(ctx, t->shard_flags, 1);
     }
+    /* dedup=auto weighs a repeat's saved get at what a get of this shard
+     * costs: its owner's CPU serving it, or one-sided. */
+    for (int s = 0; s < t->num_slots; s++)
+        engram_dedup_set_costs(t->slots[s].dedup, (t->shard_flags & ENGRAM_REGION_OWNER_PROGRESS) != 0,
+                               t->params.row_bytes);
     ctx->live_tables++;
     *out = t;
     return ENGRAM_OK;

@@ -19,8 +19,13 @@ engram_deadline_t engram_deadline_start(int64_t timeout_ms)
 {
     int64_t now = engram_now_ns();
     if (timeout_ms < 0 || timeout_ms > (INT64_MAX - now) / 1000000)
-        return (engram_deadline_t){.end_ns = INT64_MAX};
-    return (engram_deadline_t){.end_ns = now + timeout_ms * 1000000};
+        return (engram_deadline_t){.end_ns = INT64_MAX, .timeout_ms = timeout_ms};
+    return (engram_deadline_t){.end_ns = now + timeout_ms * 1000000, .timeout_ms = timeout_ms};
+}
+
+void engram_deadline_progress(engram_deadline_t *d)
+{
+    *d = engram_deadline_start(d->timeout_ms);
 }
 
 bool engram_deadline_expired(const engram_deadline_t *d)

@@ -1,6 +1,15 @@
 /* The project's one monotonic clock and timeout deadline, below everything
  * (it depends on nothing else in the tree), so every wait loop reads time and
- * decides "expired" the same way. */
+ * decides "expired" the same way.
+ *
+ * A deadline bounds time without progress, not a whole exchange: a loop
+ * that waits on several things (peers connecting, bytes moving, requests
+ * completing) calls engram_deadline_progress each time one of them moves,
+ * and the bound starts again from then. So a setup step of any size that
+ * keeps moving completes (a thousand ranks passing fds on a loaded host),
+ * while one that stalls fails within about the timeout of its last step.
+ * Only a wait that cannot see partial progress (an MPI collective) bounds
+ * the whole wait, and says so where it is documented. */
 #ifndef ENGRAM_HAL_DEADLINE_H
 #define ENGRAM_HAL_DEADLINE_H
 
@@ -13,7 +22,8 @@
 #define ENGRAM_SPINS_PER_CLOCK_READ 1024u
 
 typedef struct {
-    int64_t end_ns; /* CLOCK_MONOTONIC; INT64_MAX: never expires */
+    int64_t end_ns;     /* CLOCK_MONOTONIC; INT64_MAX: never expires */
+    int64_t timeout_ms; /* what engram_deadline_progress restarts it with */
 } engram_deadline_t;
 
 /* Nanoseconds and milliseconds on CLOCK_MONOTONIC. */
@@ -24,6 +34,9 @@ int64_t engram_now_ms(void);
  * too far out to represent saturates rather than wrapping. */
 engram_deadline_t engram_deadline_start(int64_t timeout_ms);
 bool engram_deadline_expired(const engram_deadline_t *d);
+/* Something the loop waits on moved: the deadline is timeout_ms from now
+ * again (one that never expires stays so). */
+void engram_deadline_progress(engram_deadline_t *d);
 /* Milliseconds left, rounded up, in [0, INT_MAX] (what poll() takes). */
 int engram_deadline_remaining_ms(const engram_deadline_t *d);
 

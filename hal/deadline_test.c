@@ -51,6 +51,20 @@ int main(void)
     CHECK(!engram_deadline_expired(&big));
     CHECK(engram_deadline_remaining_ms(&big) == INT_MAX);
 
+    /* Progress restarts the bound: 60 ms in all against a 40 ms timeout,
+     * never 40 ms without progress; then a stall expires it. */
+    engram_deadline_t moving = engram_deadline_start(40);
+    for (int i = 0; i < 3; i++) {
+        sleep_ms(20);
+        CHECK(!engram_deadline_expired(&moving));
+        engram_deadline_progress(&moving);
+        CHECK(engram_deadline_remaining_ms(&moving) > 20);
+    }
+    sleep_ms(50);
+    CHECK(engram_deadline_expired(&moving));
+    engram_deadline_progress(&never);
+    CHECK(engram_deadline_remaining_ms(&never) == INT_MAX);
+
     unsigned spins = 0, due = 0;
     for (int i = 0; i < 4 * (int)ENGRAM_SPINS_PER_CLOCK_READ; i++)
         due += engram_spin_due(&spins, ENGRAM_SPINS_PER_CLOCK_READ);

@@ -41,7 +41,7 @@ static engram_status_t move_all(engram_group_t *g, io_fn io, short events, void 
         if (st != ENGRAM_OK || done == head_len + body_len)
             return st;
         if (done != before)
-            deadline = engram_deadline_start(timeout_ms);
+            engram_deadline_progress(&deadline);
         struct pollfd p = {.fd = fd, .events = events};
         int left = engram_deadline_remaining_ms(&deadline);
         if (left == 0)

@@ -119,6 +119,22 @@ static int stall_main(engram_group_t *g, void *arg)
     return 0;
 }
 
+/* Ranks arrive at an agreement one after another, 300 ms apart: 900 ms in
+ * all against a 600 ms timeout, but each arrival is progress for the ranks
+ * already waiting, so the agreement completes everywhere. */
+static int staggered_main(engram_group_t *g, void *arg)
+{
+    (void)arg;
+    engram_group_set_timeout(g, 600);
+    int me = engram_group_rank(g);
+    usleep((useconds_t)me * 300 * 1000);
+    int64_t t0 = now_ms();
+    CHECK_OK(engram_group_agree(g, ENGRAM_OK));
+    if (me == 0)
+        CHECK(now_ms() - t0 > 600); /* longer than the timeout in all */
+    return 0;
+}
+
 /* Ranks disagree on the collective: every rank is told, none hangs. */
 static int mismatch_main(engram_group_t *g, void *arg)
 {
@@ -233,6 +249,7 @@ int main(void)
     test_early_exit(0);
     test_early_exit(1);
     CHECK_OK(engram_group_fork_run(3, 0, stall_main, NULL, NULL));
+    CHECK_OK(engram_group_fork_run(4, 0, staggered_main, NULL, NULL));
     CHECK_OK(engram_group_fork_run(2, 0, mismatch_main, NULL, NULL));
     CHECK_OK(engram_group_fork_run(2, 0, progress_main, NULL, NULL));
     CHECK_OK(engram_group_fork_run(3, 0, agree_main, NULL, NULL));

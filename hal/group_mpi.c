@@ -34,7 +34,9 @@ static engram_status_t mpi_failed(int rank, const char *what, int rc)
     return ENGRAM_ERROR(ENGRAM_ERR_PEER, "rank %d: MPI %s failed: %s", rank, what, len ? text : "unknown error");
 }
 
-/* Polls `req` until it completes or the group timeout passes; 1 when done. */
+/* Polls `req` until it completes or the group timeout passes; 1 when done.
+ * MPI shows nothing of a collective's progress until it completes, so
+ * here alone the deadline bounds the whole collective (hal/deadline.h). */
 static int poll_request(engram_group_t *g, MPI_Request *req, int *rc)
 {
     engram_deadline_t deadline = engram_deadline_start(g->timeout_ms);

@@ -70,14 +70,34 @@ void engram_log_write(engram_log_level_t level, const char *file, int line, cons
     va_end(ap);
 }
 
+/* The level a reported status is logged at. BUSY (every receive slot in
+ * flight, a table or context still in use: flow control the API documents,
+ * answered again later) and INPROGRESS are outcomes a caller expects and
+ * handles from the status alone, which it receives with the text in
+ * engram_last_error(): logged at debug, so a program retrying a full
+ * fetch from many threads does not print a line per attempt. Everything
+ * else is a failure, logged at error where it is detected. */
+static engram_log_level_t report_level(engram_status_t status)
+{
+    switch (status) {
+    case ENGRAM_OK:
+    case ENGRAM_INPROGRESS:
+    case ENGRAM_ERR_BUSY:
+        return ENGRAM_LOG_LEVEL_DEBUG;
+    default:
+        return ENGRAM_LOG_LEVEL_ERROR;
+    }
+}
+
 engram_status_t engram_error_at(engram_status_t status, const char *file, int line, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof(last_error), fmt, ap);
     va_end(ap);
-    if (engram_log_level() >= ENGRAM_LOG_LEVEL_ERROR)
-        engram_log_write(ENGRAM_LOG_LEVEL_ERROR, file, line, "%s (%s)", last_error, engram_status_str(status));
+    engram_log_level_t level = report_level(status);
+    if (engram_log_level() >= level)
+        engram_log_write(level, file, line, "%s (%s)", last_error, engram_status_str(status));
     return status;
 }
 

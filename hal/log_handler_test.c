@@ -1,6 +1,7 @@
 /* engram_log_set_handler: messages that pass the level reach the
  * program's handler (level, base name, line, text), engram_last_error()
- * is kept, and NULL restores stderr. */
+ * is kept, and NULL restores stderr; an expected outcome (BUSY) is not an
+ * error line. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -40,6 +41,11 @@ int main(void)
     /* Below the level (default warn): not delivered. */
     ENGRAM_DEBUG("not shown");
     CHECK(seen.calls == 2);
+    /* An expected outcome the caller receives (BUSY) is logged at debug
+     * only: not delivered at warn, its text still the last error. */
+    CHECK(ENGRAM_ERROR(ENGRAM_ERR_BUSY, "all %d slots in flight", 4) == ENGRAM_ERR_BUSY);
+    CHECK(seen.calls == 2);
+    CHECK(strcmp(engram_last_error(), "all 4 slots in flight") == 0);
 
     /* NULL restores stderr: the line appears there, the handler is not called. */
     engram_log_set_handler(NULL, &seen);

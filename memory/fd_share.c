@@ -5,7 +5,9 @@
  *    allgathered; a rank that could not take part says so in its record;
  * 2. every rank connects to each same-host rank and receives its fd while
  *    serving its own fd to the members that connect to it, until done or
- *    the group's timeout;
+ *    the group's timeout passes without progress (a connection made, an
+ *    fd received or served: a thousand ranks of one host take far longer
+ *    than the timeout in all, and keep moving);
  * 3. the per-rank outcomes are allgathered; any failure anywhere closes
  *    every fd received. */
 #include "memory/fd_share.h"
@@ -50,6 +52,7 @@ typedef struct fd_exchange {
     char *peer;  /* 1 for the other ranks of this host */
     char *served;
     int to_receive, to_serve;
+    unsigned moved; /* connections made, fds received and served: progress */
 } fd_exchange_t;
 
 static engram_status_t listen_random(int backlog, int *out_fd, char name[ENGRAM_FD_PASS_NAME_LEN])
@@ -104,6 +107,7 @@ static engram_status_t serve_one(fd_exchange_t *x)
                             strerror(err));
     x->served[r] = 1;
     x->to_serve--;
+    x->moved++;
     return ENGRAM_OK;
 }
 
@@ -124,6 +128,7 @@ static engram_status_t connect_one(fd_exchange_t *x, int r)
                             x->me, r, (int)pid, (int)x->all[r].pid);
     }
     x->conn[r] = c;
+    x->moved++;
     return ENGRAM_OK;
 }
 
@@ -151,6 +156,7 @@ static engram_status_t receive_one(fd_exchange_t *x, int r)
     if (err == 0 && n == sizeof(from) && from == r && nfds == 1) {
         x->got[r] = fds[0];
         x->to_receive--;
+        x->moved++;
         return ENGRAM_OK;
     }
     close_fds(fds, nfds);
@@ -164,19 +170,23 @@ static engram_status_t receive_one(fd_exchange_t *x, int r)
                         x->me, r, n, nfds);
 }
 
+/* "N ranks: rank r (what), ...", as many as fit in buf. */
 static void describe_pending(const fd_exchange_t *x, char *buf, size_t len)
 {
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int r = 0; r < x->n && used < len; r++) {
+    int pending = 0;
+    for (int r = 0; r < x->n; r++)
+        pending += x->peer[r] && !(x->got[r] >= 0 && x->served[r]);
+    size_t used = (size_t)snprintf(buf, len, "%d rank%s:", pending, pending == 1 ? "" : "s");
+    for (int r = 0, listed = 0; r < x->n && used < len; r++) {
         if (!x->peer[r] || (x->got[r] >= 0 && x->served[r]))
             continue;
         const char *what = x->got[r] >= 0 ? "serve" : x->served[r] ? "receive" : "receive, serve";
-        used += (size_t)snprintf(buf + used, len - used, "%srank %d (%s)", used ? ", " : "", r, what);
+        used += (size_t)snprintf(buf + used, len - used, "%s rank %d (%s)", listed++ ? "," : "", r, what);
     }
 }
 
-/* Step 2: connect, receive and serve until done or the deadline. */
+/* Step 2: connect, receive and serve until done, or until the group's
+ * timeout passes without any of them moving. */
 static engram_status_t exchange(fd_exchange_t *x)
 {
     engram_deadline_t deadline = engram_deadline_start(engram_group_timeout(x->group));
@@ -185,6 +195,7 @@ static engram_status_t exchange(fd_exchange_t *x)
     engram_status_t st = ENGRAM_OK;
     if (pfds == NULL || who == NULL)
         st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "fd share on rank %d: no memory for %d poll entries", x->me, x->n);
+    unsigned seen = x->moved;
     while (st == ENGRAM_OK && (x->to_receive > 0 || x->to_serve > 0)) {
         int np = 0, connecting = 0;
         if (x->to_serve > 0) {
@@ -205,11 +216,17 @@ static engram_status_t exchange(fd_exchange_t *x)
         }
         if (st != ENGRAM_OK)
             break;
+        if (x->moved != seen) {
+            seen = x->moved;
+            engram_deadline_progress(&deadline);
+        }
         int wait = engram_deadline_remaining_ms(&deadline);
         if (wait == 0) {
             char pending[256];
             describe_pending(x, pending, sizeof(pending));
-            st = ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT, "fd share on rank %d: timed out after %d ms; still pending: %s",
+            st = ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT,
+                              "fd share on rank %d: timed out: %d ms without progress (no connection made, no fd "
+                              "received or served); still pending: %s",
                               x->me, engram_group_timeout(x->group), pending);
             break;
         }

@@ -16,7 +16,9 @@
  * r's `my_fd` for every rank r on this host (fds[own rank] is a dup of
  * my_fd) and -1 for ranks on other hosts. The caller closes the fds. On
  * failure no fd is left open and every rank returns an error (bounded by
- * the group's timeout). */
+ * the group's timeout without progress: a connection made or an fd
+ * received or served restarts it, so an exchange among many ranks may
+ * take longer in all, while a stalled peer fails it). */
 engram_status_t engram_fd_allgather(engram_group_t *group, int my_fd, int *fds);
 
 #endif

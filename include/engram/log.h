@@ -34,7 +34,11 @@ ENGRAM_API void engram_log_write(engram_log_level_t level, const char *file, int
 
 /* Report an error once, where it is detected: logs it at ERROR, stores the
  * text as this thread's engram_last_error(), and returns `status` so call
- * sites read `return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "...", ...);`. */
+ * sites read `return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "...", ...);`.
+ * Expected outcomes the caller handles from the status (ENGRAM_ERR_BUSY:
+ * every fetch slot in flight, a table or context still in use;
+ * ENGRAM_INPROGRESS) are logged at DEBUG instead, the text kept the same
+ * way: a result the caller receives is not also an error line. */
 ENGRAM_API engram_status_t engram_error_at(engram_status_t status, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engram/engram.h"
+#include "engram/log.h"
 #include "tests/check.h"
 
 static char plugin_dir[PATH_MAX];
@@ -22,12 +23,26 @@ static engram_status_t open_context(engram_group_t *g, const char *transport, en
     return st;
 }
 
+/* The fallback is an error the caller never receives (its context opens):
+ * it must reach the log, at warn. */
+static int fallback_warnings;
+
+static void keep_warning(void *arg, engram_log_level_t level, const char *file, int line, const char *msg)
+{
+    (void)arg, (void)file, (void)line;
+    if (level == ENGRAM_LOG_LEVEL_WARN && strstr(msg, "openfail failed to open") != NULL)
+        fallback_warnings++;
+}
+
 static int rank_main(engram_group_t *g, void *arg)
 {
     (void)arg;
     unsetenv("OPENFAIL_PLUGIN_TRIED");
     engram_context_t *ctx = NULL;
+    engram_log_set_handler(keep_warning, NULL);
     CHECK_OK(open_context(g, "auto", &ctx));
+    engram_log_set_handler(NULL, NULL);
+    CHECK(fallback_warnings == 1);
     CHECK(getenv("OPENFAIL_PLUGIN_TRIED") != NULL); /* tried first ... */
     CHECK(strcmp(engram_context_transport(ctx), "loopback") == 0); /* ... then fell through */
     CHECK_OK(engram_context_destroy(ctx));

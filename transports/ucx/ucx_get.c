@@ -34,6 +34,14 @@ static engram_status_t check_queue(const engram_transport_t *t, int queue, int p
 
 #define PEER_CHECK_NS 20000000u /* 20 ms between pid checks of a slow peer */
 
+/* Why an owner-served get times out, for the message: what the caller of
+ * the rank that did not answer must change. */
+#define OWNER_SERVES_HINT                                                                                    \
+    ": over these UCX transports (no lane reads remote memory: tcp) a rank serves its peers' gets only while "  \
+    "it is inside an engram call (a fetch, test, wait or engram group collective); one waiting in a plain "      \
+    "torch.distributed.barrier() or computing serves none: wait in the engram group's barrier (Python "          \
+    "group.barrier(), C engram_group_barrier)"
+
 /* The doorbell of direct gets: the queue's held gets, copied in issue
  * order with the rows ahead prefetched. */
 static void queue_ring(ucx_queue_t *q)
@@ -83,8 +91,9 @@ static engram_status_t window_drain(engram_transport_t *t, ucx_queue_t *q, unsig
                 return ENGRAM_OK;
             next_check = now + PEER_CHECK_NS;
         } else if (now > deadline)
-            return ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT, "ucx get: queue %d still had %u gets in flight after %llu ms",
-                                queue, q->inflight, (unsigned long long)(t->timeout_ns / 1000000u));
+            return ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT, "ucx get: queue %d still had %u gets in flight after %llu ms%s",
+                                queue, q->inflight, (unsigned long long)(t->timeout_ns / 1000000u),
+                                t->target_progress ? OWNER_SERVES_HINT : "");
     }
     return ENGRAM_OK;
 }
@@ -259,8 +268,7 @@ static engram_status_t test_locked(engram_transport_t *t, engram_request_t *req)
             return ENGRAM_INPROGRESS;
         return ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT, "ucx: flush of rank %d not complete after %llu ms%s",
                             req->conn->rank, (unsigned long long)(t->timeout_ns / 1000000u),
-                            t->target_progress ? " (gets are served by the owner's CPU on these UCX transports: "
-                                                 "is it progressing?)" : "");
+                            t->target_progress ? OWNER_SERVES_HINT : "");
     }
     request_end(req);
     req->result = flush_result(t, req->conn, us);
