@@ -4,6 +4,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
 #include "engram/dedup.h"
 #include "engram/engram.h"
 #include "hal/routing.h"
@@ -163,6 +164,14 @@ uint32_t engram_context_reg_flags(const engram_context_t *ctx);
  * the group's progress hook serves peers while any is counted. Collective
  * in effect: every rank counts the same regions. */
 void engram_context_hold_progress(engram_context_t *ctx, uint32_t region_flags, int delta);
+
+/* n rows of row_bytes from packed host src into host dst, `stride` bytes
+ * apart (a shard's layout): every host-side shard write. */
+static inline void engram_rows_to_stride(char *dst, uint64_t stride, const void *src, uint32_t row_bytes, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        memcpy(dst + i * stride, (const char *)src + i * row_bytes, row_bytes);
+}
 
 /* Bytes between stored rows: row_bytes rounded up to ENGRAM_ROW_ALIGN. */
 static inline uint64_t engram_row_stride(uint32_t row_bytes)

@@ -452,10 +452,8 @@ static engram_status_t copy_rows(engram_table_t *t, uint64_t first, uint64_t n, 
 {
     if (t->params.recv == ENGRAM_RECV_CUDA)
         return engram_gpu_table_write_rows(t, first, n, rows);
-    const uint32_t row_bytes = t->params.row_bytes;
-    char *dst = (char *)t->shard->addr + first * t->shape.row_stride;
-    for (uint64_t i = 0; i < n; i++)
-        memcpy(dst + i * t->shape.row_stride, (const char *)rows + i * row_bytes, row_bytes);
+    engram_rows_to_stride((char *)t->shard->addr + first * t->shape.row_stride, t->shape.row_stride, rows,
+                          t->params.row_bytes, n);
     return ENGRAM_OK;
 }
 

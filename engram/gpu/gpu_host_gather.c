@@ -247,8 +247,7 @@ engram_status_t engram_gpu_rows_to_host(char *dst, uint64_t stride, const void *
         cudaError_t ce = cudaMemcpy2D(dst, stride, src, row_bytes, row_bytes, n, cudaMemcpyDeviceToHost);
         return ce == cudaSuccess ? ENGRAM_OK : cuda_error("copying rows from GPU memory", ce);
     }
-    for (uint64_t i = 0; i < n; i++)
-        memcpy(dst + i * stride, (const char *)src + i * row_bytes, row_bytes);
+    engram_rows_to_stride(dst, stride, src, row_bytes, n);
     return ENGRAM_OK;
 }
 
