@@ -58,3 +58,11 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
     (void)out;
     return engram_gpu_table_check(t ? t->ctx : NULL, NULL);
 }
+
+engram_status_t engram_gpu_path_report(const engram_context_t *ctx, uint64_t node_table_bytes,
+                                       engram_gpu_path_report_t *out)
+{
+    (void)node_table_bytes;
+    (void)out;
+    return engram_gpu_table_check(ctx, NULL);
+}

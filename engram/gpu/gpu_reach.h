@@ -12,9 +12,9 @@
 #define ENGRAM_GPU_GPU_REACH_H
 
 #include <stdint.h>
+#include "engram/engram.h" /* ENGRAM_GPU_REACH_SHARE */
 #include "hal/status.h"
 
-#define ENGRAM_GPU_REACH_SHARE 0.75
 /* The first window: tables up to it need no probe. */
 #define ENGRAM_GPU_REACH_MIN_BYTES ((uint64_t)64 << 20)
 /* The largest window probed (a pinned buffer of that size while it runs). */

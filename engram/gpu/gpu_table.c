@@ -7,7 +7,7 @@
 
 #include "engram/gpu/gpu_dedup.h"
 #include "engram/gpu/gpu_host_gather.h"
-#include "engram/gpu/gpu_reach.h"
+#include "engram/gpu/gpu_path.h"
 #include "engram/gpu/gpu_remote.h"
 #include "engram/gpu/gpu_sms.h"
 #include "engram/gpu/gpu_state.h"
@@ -109,42 +109,20 @@ static engram_status_t open_device(engram_gpu_table_t *g, const engram_context_t
  * cannot run. */
 static engram_status_t local_path(const engram_table_t *t, const engram_gpu_table_t *g, bool *host, bool *uva_only)
 {
-    const engram_context_t *ctx = t->ctx;
-    const int path = (int)ctx->cfg.gpu_path;
-    *host = false;
-    *uva_only = true;
-    if (path == ENGRAM_GPU_PATH_UVA)
-        return ENGRAM_OK;
-    const char *why = ctx->cfg.gpu_table == ENGRAM_GPU_TABLE_DEVICE ? "the table is in GPU memory (gpu_table=device)"
-                                                                     : engram_gpu_host_gather_unsupported(ctx);
-    if (why != NULL && path == ENGRAM_GPU_PATH_HOST_GATHER)
-        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "gpu_path=host_gather: %s", why);
-    if (why != NULL) {
-        ENGRAM_DEBUG("gpu_path=auto: uva, as %s", why);
-        return ENGRAM_OK;
-    }
-    *uva_only = false;
-    if (path == ENGRAM_GPU_PATH_HOST_GATHER) {
-        *host = true;
-        return ENGRAM_OK;
-    }
     /* the rows this GPU reads: every local rank's shard */
-    const uint64_t local = (uint64_t)engram_group_local_size(ctx->group);
+    const uint64_t local = (uint64_t)engram_group_local_size(t->ctx->group);
     const uint64_t node_bytes = t->sizes.shard_bytes > UINT64_MAX / local ? UINT64_MAX : t->sizes.shard_bytes * local;
-    if (node_bytes <= ENGRAM_GPU_REACH_MIN_BYTES) {
-        ENGRAM_INFO("gpu_path=auto: uva for a table of %llu MiB of rows per node (within the first probe window)",
-                    (unsigned long long)(node_bytes >> 20));
-        return ENGRAM_OK;
-    }
-    engram_gpu_reach_t r;
-    engram_status_t st = engram_gpu_reach_measure(g->device, node_bytes, &r);
+    engram_gpu_path_report_t r = {.size = sizeof(r)};
+    engram_status_t st = engram_gpu_path_pick(t->ctx, g->device, node_bytes, &r, uva_only);
     if (st != ENGRAM_OK)
         return st;
-    *host = node_bytes > r.reach_bytes;
-    ENGRAM_INFO("gpu_path=auto: %s for a table of %.2f GiB of rows per node: %s the GPU's measured reach into host "
-                "memory (%llu MiB)",
-                *host ? "host_gather" : "uva", (double)node_bytes / (1u << 30), *host ? "beyond" : "within",
-                (unsigned long long)(r.reach_bytes >> 20));
+    *host = strcmp(r.path, "host_gather") == 0;
+    if (r.probed_bytes > 0)
+        ENGRAM_INFO("GPU table: %s for %.2f GiB of rows per node (%s: %llu MiB)", r.path,
+                    (double)node_bytes / (1u << 30), r.reason, (unsigned long long)(r.reach_bytes >> 20));
+    else
+        ENGRAM_INFO("GPU table: %s for %.2f GiB of rows per node (%s)", r.path, (double)node_bytes / (1u << 30),
+                    r.reason);
     return ENGRAM_OK;
 }
 

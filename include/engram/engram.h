@@ -234,9 +234,34 @@ typedef struct engram_table_stats {
     int gather_threads;      /* host_gather's pool; 0 on other paths */
     int shard_huge_pages;    /* 1 when this rank's shard is on 2 MiB pages */
     uint64_t shard_bytes;    /* this rank's shard as allocated */
+    uint64_t cache_rows;     /* rows the GPU's hot-row cache holds (engram_table_cache_rows); 0 without one */
+    uint64_t cache_hits;     /* rows of completed fetches served from it */
 } engram_table_stats_t;
 
 ENGRAM_API engram_status_t engram_table_stats(const engram_table_t *table, engram_table_stats_t *out);
+
+/* How a recv=CUDA table whose rows on this node (every local rank's shard)
+ * take node_table_bytes would get its rows on this rank's current GPU, by
+ * the rule table create applies: gpu_path=uva or host_gather as set;
+ * auto takes uva within the GPU's measured reach into host memory (random
+ * rows of pinned host memory read at most ENGRAM_GPU_REACH_SHARE of the
+ * rate of the first, 64 MiB window beyond it), host_gather past it, and uva
+ * wherever host_gather cannot run (gpu_table=device, a fetch launcher,
+ * several nodes). The reach is probed with up to 2 GiB of pinned memory
+ * once per device and process. Local. Set size = sizeof(*out) first. */
+typedef struct engram_gpu_path_report {
+    size_t size;
+    const char *path;          /* "uva" or "host_gather" */
+    const char *reason;        /* why, static text */
+    uint64_t reach_bytes;      /* the measured reach; 0 when nothing was probed */
+    uint64_t probed_bytes;     /* the largest window probed; 0 when nothing was */
+    double share_past;         /* the first window past the reach: its rate over the first window's; 0 if none */
+    double gbps_first;         /* row bytes per second in the first window, GB/s; 0 when nothing was probed */
+} engram_gpu_path_report_t;
+#define ENGRAM_GPU_REACH_SHARE 0.75
+
+ENGRAM_API engram_status_t engram_gpu_path_report(const engram_context_t *ctx, uint64_t node_table_bytes,
+                                                  engram_gpu_path_report_t *out);
 
 #ifdef __cplusplus
 }

@@ -354,6 +354,15 @@ class Buffer:
 
     # -- introspection ---------------------------------------------------
 
+    def stats(self) -> dict:
+        """This rank's counters since the buffer was created (engram_table_stats):
+        fetches, rows, bytes (row bytes of released fetches that completed),
+        bad_rows, repeats (rows the host layer's dedup served from an earlier row
+        of their fetch), cache_rows and cache_hits (the GPU's hot-row cache),
+        wait_s (time spent waiting in hooks), path ("transport", "uva" or
+        "host_gather"), gather_threads, shard_huge_pages, shard_bytes."""
+        return self._table.stats()
+
     @property
     def rank(self) -> int:
         return self.group.rank

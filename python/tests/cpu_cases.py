@@ -119,6 +119,26 @@ def case_several_in_flight(ctx):
         del rows, hooks, hook
 
 
+def case_stats_count_fetches_rows_and_bad_rows(ctx):
+    n = ctx.world * E
+    with ctx.buffer() as buf:
+        buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
+        before = buf.stats()
+        assert before["fetches"] == 0 and before["rows"] == 0 and before["path"] == "transport", before
+        rows, _ = buf.engram_fetch(ctx.indices)()
+        del rows
+        idx = ctx.indices.clone()
+        idx[0, 0] = n  # one bad row
+        e = expect(engram.BadIndexError, buf.engram_fetch(idx))
+        del e
+        s = buf.stats()
+        assert s["fetches"] == 2 and s["rows"] == 2 * T * K and s["bad_rows"] == 1, s
+        assert s["bytes"] == 2 * T * K * H * 2, s
+        assert s["cache_rows"] == 0 and s["cache_hits"] == 0 and s["gather_threads"] == 0, s
+        assert s["wait_s"] >= 0 and s["shard_bytes"] >= E * H * 2, s
+    expect(engram.StateError, buf.stats, match="destroyed")
+
+
 def case_numpy_indices_give_numpy_rows(ctx):
     import numpy as np
 

@@ -2,13 +2,18 @@
  * plugin_path: loaded, or why not; available, or why not; what it can do),
  * the effective configuration with each key's source (the transports' keys
  * too), and whether this configuration can run: a context and a small host
- * table are created on a group of one exactly as an application's would be.
- * Exits 1 with the library's message when the configuration could not run. */
+ * table are created on a group of one exactly as an application's would be;
+ * and for recv=CUDA tables, the GPU's measured reach into host memory and
+ * the path a table of --table-gib GiB of rows per node would take (64 by
+ * default). Exits 1 with the library's message when the configuration
+ * could not run. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engram/engram.h"
 #include "hal/config_keys.h"
+#include "tools/num_flag.h"
 #include "hal/registry.h"
 #include "transports/builtins.h"
 
@@ -125,8 +130,52 @@ static int check_runs(const engram_config_t *cfg, engram_group_t *g)
     return 0;
 }
 
-int main(void)
+/* recv=CUDA tables: the rule gpu_path applies, with the reach it measured
+ * on this process's current GPU. Informative: a machine without a GPU
+ * still runs host tables. */
+static void print_gpu(const engram_config_t *cfg, engram_group_t *g, uint64_t table_gib)
 {
+    char path[32] = "?";
+    (void)engram_config_get(cfg, "gpu_path", path, sizeof(path));
+    printf("\ngpu (recv=CUDA tables, gpu_path=%s):\n", path);
+    engram_context_t *ctx = NULL;
+    if (engram_context_create(cfg, g, &ctx) != ENGRAM_OK) {
+        printf("  not checked: %s\n", engram_last_error());
+        return;
+    }
+    const uint64_t bytes = table_gib << 30;
+    engram_gpu_path_report_t r = {.size = sizeof(r)};
+    if (engram_gpu_path_report(ctx, bytes, &r) != ENGRAM_OK) {
+        printf("  none: %s\n", engram_last_error());
+    } else {
+        if (r.probed_bytes > 0)
+            printf("  reach into host memory: %llu MiB measured (windows up to %llu MiB probed; %.1f GB/s in the "
+                   "first, 64 MiB; %.2f of that past the reach; a window holds at %.2f)\n",
+                   (unsigned long long)(r.reach_bytes >> 20), (unsigned long long)(r.probed_bytes >> 20),
+                   r.gbps_first, r.share_past, ENGRAM_GPU_REACH_SHARE);
+        if (r.probed_bytes > 0 && r.reach_bytes < r.probed_bytes)
+            printf("  rule: uva for up to %llu MiB of rows per node, host_gather beyond\n",
+                   (unsigned long long)(r.reach_bytes >> 20));
+        printf("  a table of %llu GiB of rows per node: %s (%s)\n", (unsigned long long)table_gib, r.path, r.reason);
+    }
+    engram_context_destroy(ctx);
+}
+
+static void usage_exit(const char *prog)
+{
+    fprintf(stderr, "usage: %s [--table-gib N]\n", prog);
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t table_gib = 64;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--table-gib") == 0 && i + 1 < argc)
+            table_gib = num_flag(argv[0], "--table-gib", argv[++i], 1, 1u << 16);
+        else
+            usage_exit(argv[0]);
+    }
     printf("engram %s\n", engram_version(NULL, NULL, NULL));
     engram_config_t *cfg;
     if (engram_config_create(&cfg) != ENGRAM_OK) {
@@ -167,6 +216,8 @@ int main(void)
         print_keys(cfg, plugins[i]);
 
     int rc = check_runs(cfg, g);
+    if (rc == 0)
+        print_gpu(cfg, g, table_gib);
     engram_group_destroy(g);
     engram_config_destroy(cfg);
     return rc;

@@ -69,5 +69,19 @@ elif [ "$huge_free" -ge 8 ]; then # the table's few segments of one 2 MiB page e
     expect 0 ENGRAM_HUGE_PAGES=on -- "check: transport=auto runs on loopback (a table created and destroyed)"
 fi
 
+# recv=CUDA: the path rule, or why there is none (this build has no GPU path).
+expect 0 ENGRAM_GPU_PATH=host_gather -- "gpu (recv=CUDA tables, gpu_path=host_gather):" \
+    "  none: recv=CUDA needs the GPU fetch path: build with --config=cuda"
+# Flags: --table-gib N (1..65536); anything else is a usage error (exit 2).
+for args in "--bogus" "--table-gib 0" "--table-gib" "--table-gib 65537" "--table-gib 1x"; do
+    # shellcheck disable=SC2086 # split on purpose: each case is several words
+    "$info" $args >"$out" 2>"$err"
+    rc=$?
+    if [ "$rc" != 2 ] || ! grep -qE "usage: |--table-gib needs an integer" "$err"; then
+        echo "FAIL ($args): exit $rc, wanted 2 with a usage message"; cat "$out" "$err"; fails=$((fails + 1))
+    fi
+done
+"$info" --table-gib 16 >"$out" 2>"$err" || { echo "FAIL (--table-gib 16): exit $?"; fails=$((fails + 1)); }
+
 if [ "$fails" != 0 ]; then echo "$fails failed"; exit 1; fi
 echo "engram_info_test: all passed"

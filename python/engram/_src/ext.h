@@ -135,6 +135,8 @@ typedef struct eg_table {
 extern PyTypeObject eg_TableType;
 /* _config_values(config, keys): the effective value of each key (text) for a config dict (table.c). */
 PyObject *eg_config_values(PyObject *self, PyObject *args);
+/* Table.stats() (stats.c). */
+PyObject *eg_table_stats(PyObject *self, PyObject *noargs);
 /* Takes the table lock without holding the GIL while blocked. */
 void eg_table_lock(eg_table_t *t);
 void eg_table_unlock(eg_table_t *t);

@@ -488,6 +488,7 @@ static PyMethodDef table_methods[] = {
      "fetch() for a contiguous 2-D integer tensor given by its attributes (the torch fast path). Private: it "
      "reads whatever address it is given (engram.Buffer passes a dense CPU or CUDA tensor's only)."},
     {"destroy", (PyCFunction)table_destroy, METH_NOARGS, "destroy()\n--\n\nCollective teardown."},
+    {"stats", eg_table_stats, METH_NOARGS, "stats()\n--\n\nThis rank's counters (engram_table_stats) as a dict."},
     {NULL},
 };
 
