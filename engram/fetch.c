@@ -62,6 +62,7 @@ engram_fetch_slot_t *engram_fetch_begin(engram_table_t *t, int first_queue, int 
     f->flags = flags;
     f->num_reqs = 0;
     f->bad_count = 0;
+    f->cache_hits = 0;
     f->deduping = NULL;
     t->fetches_in_flight++;
     atomic_fetch_add_explicit(&t->stat_fetches, 1, memory_order_relaxed);
@@ -383,6 +384,7 @@ engram_status_t engram_fetch_release(engram_fetch_t *fetch)
         atomic_fetch_add_explicit(&t->stat_bytes, (uint64_t)f->num_tokens * t->params.entries_per_token *
                                                       t->params.row_bytes, memory_order_relaxed);
         atomic_fetch_add_explicit(&t->stat_bad_rows, f->bad_count, memory_order_relaxed);
+        atomic_fetch_add_explicit(&t->stat_cache_hits, f->cache_hits, memory_order_relaxed);
     }
     atomic_store(&f->state, ENGRAM_SLOT_FREE); /* last: the slot is someone else's from here */
     return ENGRAM_OK;

@@ -53,6 +53,7 @@ struct engram_fetch_slot {
     engram_request_t **reqs;   /* flush requests still to complete */
     int num_reqs;
     uint64_t bad_count;
+    uint64_t cache_hits;       /* rows the GPU's hot-row cache served (GPU tables) */
     uint32_t first_bad_token, first_bad_entry;
     engram_dedup_t *dedup;     /* the slot's dedup state; NULL when dedup=off */
     engram_dedup_t *deduping;  /* this fetch's: dedup, or NULL when it reads every row */
@@ -108,7 +109,7 @@ struct engram_table {
     engram_status_t write_status; /* the first failure of this rank's engram_write_rows since begin */
     atomic_int fetches_in_flight; /* live slots */
     /* engram_table_stats' counters (relaxed: fetches on several threads) */
-    atomic_ullong stat_fetches, stat_rows, stat_bytes, stat_bad_rows, stat_repeats, stat_wait_ns;
+    atomic_ullong stat_fetches, stat_rows, stat_bytes, stat_bad_rows, stat_repeats, stat_wait_ns, stat_cache_hits;
     atomic_int retired_slots;
     int num_slots;
     engram_fetch_slot_t *slots;

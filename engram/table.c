@@ -469,6 +469,9 @@ static engram_status_t finish_write(engram_table_t *t, const uint32_t *scales, e
     st = engram_group_agree(t->ctx->group, st);
     t->writing = false;
     t->written = st == ENGRAM_OK;
+    /* after the barrier: every local shard the cache copies is current */
+    if (st == ENGRAM_OK && t->params.recv == ENGRAM_RECV_CUDA)
+        st = engram_gpu_table_after_write(t);
     return st;
 }
 

@@ -36,13 +36,25 @@ void engram_gpu_table_destroy(engram_table_t *t)
     (void)t;
 }
 
-const char *engram_gpu_table_path(const engram_table_t *t, int *gather_threads)
+const char *engram_gpu_table_path(const engram_table_t *t, int *gather_threads, uint64_t *cache_rows)
 {
     (void)t;
     *gather_threads = 0;
+    *cache_rows = 0;
     return "none";
 }
 
+engram_status_t engram_gpu_table_after_write(engram_table_t *t)
+{
+    return engram_gpu_table_check(t->ctx, &t->params);
+}
+
+engram_status_t engram_gpu_cache_set(engram_table_t *t, const int64_t *rows, uint64_t n)
+{
+    (void)rows;
+    (void)n;
+    return engram_gpu_table_check(t->ctx, &t->params);
+}
 engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
 {
     return engram_gpu_table_check(f->table->ctx, &f->table->params);

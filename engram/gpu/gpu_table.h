@@ -21,9 +21,16 @@ engram_status_t engram_gpu_table_write_rows(engram_table_t *t, uint64_t first, u
  * read them; returns once every copy of the write is complete. */
 engram_status_t engram_gpu_table_write_end(engram_table_t *t, const uint32_t *scales);
 void engram_gpu_table_destroy(engram_table_t *t);
-/* The path a GPU table's rows take ("uva" or "host_gather") and its pool's
- * threads (0 on uva), for engram_table_stats. */
-const char *engram_gpu_table_path(const engram_table_t *t, int *gather_threads);
+/* The path a GPU table's rows take ("uva" or "host_gather"), its pool's
+ * threads (0 on uva) and the rows its hot-row cache holds, for
+ * engram_table_stats. */
+const char *engram_gpu_table_path(const engram_table_t *t, int *gather_threads, uint64_t *cache_rows);
+/* Local, after a write's closing barrier (every local shard current):
+ * the hot-row cache, if any, reloaded from the shards. */
+engram_status_t engram_gpu_table_after_write(engram_table_t *t);
+/* engram_table_cache_rows past its checks (table_cache.c): rows[n], n >= 0,
+ * of a written, idle recv=CUDA table. */
+engram_status_t engram_gpu_cache_set(engram_table_t *t, const int64_t *rows, uint64_t n);
 /* engram_test for a fetch of a GPU table. */
 engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f);
 

@@ -36,13 +36,15 @@ struct engram_gather_job {
     engram_gather_buffers_t buf;
     uint64_t chunk_bytes;    /* the most a chunk holds */
     atomic_uint *chunk_left; /* [max_chunks]: tasks of the chunk not done */
+    atomic_uint *chunk_fill; /* [max_chunks]: rows staged in the chunk (with a cache) */
     /* this fetch's */
     uint32_t chunk_rows; /* a multiple of task_rows */
     uint32_t task_rows;
     uint32_t num_rows, num_tokens, entries_per_token, num_chunks, num_tasks;
     bool col_major;
+    engram_hot_hash_t hot; /* this fetch's cache index; log2 0 without one */
     atomic_uint next_task;
-    atomic_ullong bad_count, bad_first;
+    atomic_ullong bad_count, bad_first, hits;
     atomic_bool abandoned;
     atomic_bool finished;
     int workers; /* pool->mu */
@@ -112,12 +114,26 @@ int engram_gather_default_threads(int numa_node, int local_ranks)
     return n < 1 ? 1 : (n > MAX_THREADS ? MAX_THREADS : (int)n);
 }
 
-/* Row `row` of the job's fetch into its staging (and its scales). */
-static void gather_row(engram_gather_job_t *j, uint32_t row, uint64_t *bad, uint64_t *first_bad)
+/* Row `row`'s scales (all zero for a bad index) at its place in the
+ * fetch's layout. */
+static void put_scales(engram_gather_job_t *j, uint32_t row, int64_t idx, bool ok)
+{
+    const engram_gather_source_t *s = &j->src;
+    const uint32_t tok = row / j->entries_per_token, e = row - tok * j->entries_per_token;
+    const uint64_t col_stride = engram_scales_col_stride(j->num_tokens);
+    for (uint32_t k = 0; k < s->packs; k++) {
+        uint32_t v = ok ? s->scales[(uint64_t)idx * s->packs + k] : 0u;
+        uint64_t at = j->col_major ? ((uint64_t)e * s->packs + k) * col_stride + tok : (uint64_t)row * s->packs + k;
+        j->buf.scales[at] = v;
+    }
+}
+
+/* Row `row` of the job's fetch into staging row `at` (and its scales). */
+static void gather_row(engram_gather_job_t *j, uint32_t row, uint64_t at, uint64_t *bad, uint64_t *first_bad)
 {
     const engram_gather_source_t *s = &j->src;
     const int64_t idx = j->buf.indices[row];
-    char *dst = j->buf.staging + (uint64_t)row * s->row_bytes;
+    char *dst = j->buf.staging + at * s->row_bytes;
     engram_route_t r;
     bool ok = engram_route_index(&s->shape, idx, &r);
     if (ok && r.peer - s->first_peer >= s->local_peers)
@@ -128,15 +144,8 @@ static void gather_row(engram_gather_job_t *j, uint32_t row, uint64_t *bad, uint
         memset(dst, 0, s->row_bytes);
     if (!ok && (*bad)++ == 0)
         *first_bad = row;
-    if (s->packs == 0)
-        return;
-    const uint32_t tok = row / j->entries_per_token, e = row - tok * j->entries_per_token;
-    const uint64_t col_stride = engram_scales_col_stride(j->num_tokens);
-    for (uint32_t k = 0; k < s->packs; k++) {
-        uint32_t v = ok ? s->scales[(uint64_t)idx * s->packs + k] : 0u;
-        uint64_t at = j->col_major ? ((uint64_t)e * s->packs + k) * col_stride + tok : (uint64_t)row * s->packs + k;
-        j->buf.scales[at] = v;
-    }
+    if (s->packs > 0)
+        put_scales(j, row, idx, ok);
 }
 
 static void prefetch_row(const engram_gather_job_t *j, uint32_t row)
@@ -150,18 +159,52 @@ static void prefetch_row(const engram_gather_job_t *j, uint32_t row)
         __builtin_prefetch(p + off, 0, 3);
 }
 
-/* One task's rows; the worker that ends a chunk's last task flags it. */
+/* With a cache: the task's rows the cache holds (bit i: row lo + i),
+ * their scales put (the hit kernel writes only rows), and their count. */
+static uint64_t task_hits(engram_gather_job_t *j, uint32_t lo, uint32_t hi, uint64_t *count)
+{
+    uint64_t mask = 0;
+    *count = 0;
+    for (uint32_t r = lo; r < hi; r++) {
+        const int64_t idx = j->buf.indices[r];
+        if (engram_hot_find(&j->hot, idx) == ENGRAM_HOT_MISS)
+            continue;
+        mask |= (uint64_t)1 << (r - lo);
+        (*count)++;
+        if (j->src.packs > 0)
+            put_scales(j, r, idx, true);
+    }
+    return mask;
+}
+
+/* One task's rows; the worker that ends a chunk's last task flags it.
+ * Without a cache row r is staged at r; with one, the task's misses are
+ * staged together at the next free rows of the chunk. */
 static void run_task(engram_gather_job_t *j, uint32_t task)
 {
     const uint32_t lo = task * j->task_rows;
     const uint32_t hi = lo + j->task_rows < j->num_rows ? lo + j->task_rows : j->num_rows;
-    uint64_t bad = 0, first_bad = UINT64_MAX;
-    for (uint32_t r = lo; r < hi && r < lo + PREFETCH_ROWS; r++)
-        prefetch_row(j, r);
-    for (uint32_t r = lo; r < hi; r++) {
-        if (r + PREFETCH_ROWS < hi)
-            prefetch_row(j, r + PREFETCH_ROWS);
-        gather_row(j, r, &bad, &first_bad);
+    const uint32_t chunk = lo / j->chunk_rows;
+    uint64_t bad = 0, first_bad = UINT64_MAX, hits = 0, skip = 0, at = lo;
+    if (j->hot.log2 != 0) {
+        skip = task_hits(j, lo, hi, &hits);
+        const uint32_t misses = (hi - lo) - (uint32_t)hits;
+        at = (uint64_t)chunk * j->chunk_rows +
+             atomic_fetch_add_explicit(&j->chunk_fill[chunk], misses, memory_order_relaxed);
+        atomic_fetch_add_explicit(&j->hits, hits, memory_order_relaxed);
+    }
+    uint32_t rows[TASK_ROWS], m = 0; /* the rows to gather (task_rows <= TASK_ROWS) */
+    for (uint32_t r = lo; r < hi; r++)
+        if (!(skip >> (r - lo) & 1u))
+            rows[m++] = r;
+    for (uint32_t i = 0; i < m && i < PREFETCH_ROWS; i++)
+        prefetch_row(j, rows[i]);
+    for (uint32_t i = 0; i < m; i++) {
+        if (i + PREFETCH_ROWS < m)
+            prefetch_row(j, rows[i + PREFETCH_ROWS]);
+        if (j->hot.log2 != 0)
+            j->buf.dst_rows[at + i] = rows[i];
+        gather_row(j, rows[i], at + i, &bad, &first_bad);
     }
     if (bad > 0) {
         atomic_fetch_add_explicit(&j->bad_count, bad, memory_order_relaxed);
@@ -171,10 +214,13 @@ static void run_task(engram_gather_job_t *j, uint32_t task)
                                                       memory_order_relaxed)) {
         }
     }
-    const uint32_t chunk = lo / j->chunk_rows;
     /* acq_rel: every task of the chunk happens before the flag's store */
-    if (atomic_fetch_sub_explicit(&j->chunk_left[chunk], 1, memory_order_acq_rel) == 1)
+    if (atomic_fetch_sub_explicit(&j->chunk_left[chunk], 1, memory_order_acq_rel) == 1) {
+        if (j->hot.log2 != 0)
+            __atomic_store_n(&j->buf.counts[chunk], atomic_load_explicit(&j->chunk_fill[chunk], memory_order_relaxed),
+                             __ATOMIC_RELAXED);
         __atomic_store_n(&j->buf.flags[chunk], 1u, __ATOMIC_RELEASE);
+    }
 }
 
 static void work_on(engram_gather_job_t *j)
@@ -307,8 +353,15 @@ engram_status_t engram_gather_job_create(engram_gather_pool_t *pool, const engra
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "host_gather job: inconsistent arguments");
     engram_gather_job_t *j = calloc(1, sizeof(*j));
     if (j != NULL)
+        if (j != NULL) {
         j->chunk_left = calloc(buf->max_chunks > 0 ? buf->max_chunks : 1, sizeof(*j->chunk_left));
-    if (j == NULL || j->chunk_left == NULL) {
+        j->chunk_fill = calloc(buf->max_chunks > 0 ? buf->max_chunks : 1, sizeof(*j->chunk_fill));
+    }
+    if (j == NULL || j->chunk_left == NULL || j->chunk_fill == NULL) {
+        if (j != NULL) {
+            free(j->chunk_left);
+            free(j->chunk_fill);
+        }
         free(j);
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "host_gather job: out of memory for %u chunks", buf->max_chunks);
     }
@@ -326,6 +379,7 @@ void engram_gather_job_destroy(engram_gather_job_t *j)
     if (j == NULL)
         return;
     free(j->chunk_left);
+    free(j->chunk_fill);
     free(j);
 }
 
@@ -350,8 +404,11 @@ static void post_job(void *arg)
 void engram_gather_job_abandon(engram_gather_job_t *j)
 {
     atomic_store(&j->abandoned, true);
-    for (uint32_t c = 0; c < j->buf.max_chunks; c++)
+    for (uint32_t c = 0; c < j->buf.max_chunks; c++) {
+        if (j->buf.counts != NULL) /* a chunk's place kernel moves nothing */
+            __atomic_store_n(&j->buf.counts[c], 0u, __ATOMIC_RELAXED);
         __atomic_store_n(&j->buf.flags[c], 1u, __ATOMIC_RELEASE);
+    }
 }
 
 static engram_status_t stream_error(const char *what, const char *err)
@@ -359,43 +416,59 @@ static engram_status_t stream_error(const char *what, const char *err)
     return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "host_gather fetch: %s: %s", what, err);
 }
 
-/* Steps 3-4: the chunks' waits and copies, then the scales'. */
+/* Steps 3-4: the chunks' waits and copies (with a cache: the hit kernel,
+ * then each chunk's wait and place kernel), then the scales' copy. */
 static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops, void *stream,
-                                    char *rows_dst, uint32_t *scales_dst)
+                                    const engram_gather_cache_t *cache, const int64_t *indices, char *rows_dst,
+                                    uint32_t *scales_dst)
 {
     const uint32_t row_bytes = j->src.row_bytes;
+    const char *err = cache != NULL ? ops->hits(stream, cache->dev, indices, j->num_rows, row_bytes, rows_dst) : NULL;
+    if (err != NULL)
+        return stream_error("queueing the cache's hits", err);
     for (uint32_t c = 0; c < j->num_chunks; c++) {
         const uint64_t first = (uint64_t)c * j->chunk_rows;
         const uint64_t rows = j->num_rows - first < j->chunk_rows ? j->num_rows - first : j->chunk_rows;
-        const char *err = ops->wait_geq(stream, (const uint32_t *)j->buf.flags_dev + c, 1u);
+        err = ops->wait_geq(stream, (const uint32_t *)j->buf.flags_dev + c, 1u);
         if (err != NULL)
             return stream_error("queueing the wait for a chunk", err);
-        err = ops->copy(stream, rows_dst + first * row_bytes, j->buf.staging + first * row_bytes, rows * row_bytes);
+        if (cache != NULL)
+            err = ops->place(stream, j->buf.staging + first * row_bytes, j->buf.dst_rows + first,
+                             (const uint32_t *)j->buf.counts_dev + c, (uint32_t)rows, row_bytes, rows_dst);
+        else
+            err = ops->copy(stream, rows_dst + first * row_bytes, j->buf.staging + first * row_bytes,
+                            rows * row_bytes);
         if (err != NULL)
-            return stream_error("queueing a chunk's copy", err);
+            return stream_error(cache != NULL ? "queueing a chunk's placing" : "queueing a chunk's copy", err);
     }
     if (j->src.packs == 0)
         return ENGRAM_OK;
     uint64_t elems = j->col_major ? (uint64_t)j->entries_per_token * j->src.packs * engram_scales_col_stride(j->num_tokens)
                                   : (uint64_t)j->num_rows * j->src.packs;
-    const char *err = ops->copy(stream, scales_dst, j->buf.scales, elems * sizeof(uint32_t));
+    err = ops->copy(stream, scales_dst, j->buf.scales, elems * sizeof(uint32_t));
     return err == NULL ? ENGRAM_OK : stream_error("queueing the scales' copy", err);
 }
 
 engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops, void *stream,
                                         const int64_t *indices, uint32_t num_tokens, uint32_t entries_per_token,
-                                        bool scales_col_major, char *rows_dst, uint32_t *scales_dst)
+                                        bool scales_col_major, const engram_gather_cache_t *cache, char *rows_dst,
+                                        uint32_t *scales_dst)
 {
     if (!atomic_load_explicit(&j->finished, memory_order_acquire))
         return ENGRAM_ERROR(ENGRAM_ERR_STATE, "host_gather fetch: the slot's last gather is still running");
+    if (cache != NULL && (cache->host.log2 == 0 || j->buf.dst_rows == NULL || j->buf.counts == NULL))
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "host_gather fetch: a cache needs its index and the job's dst_rows "
+                                                "and counts");
     const uint64_t num_rows = (uint64_t)num_tokens * entries_per_token;
     if (num_rows > j->buf.max_rows)
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "host_gather fetch: %llu rows exceed the slot's %llu",
                             (unsigned long long)num_rows, (unsigned long long)j->buf.max_rows);
     atomic_store_explicit(&j->bad_count, 0, memory_order_relaxed);
     atomic_store_explicit(&j->bad_first, UINT64_MAX, memory_order_relaxed);
+    atomic_store_explicit(&j->hits, 0, memory_order_relaxed);
     if (num_rows == 0)
         return ENGRAM_OK;
+    j->hot = cache != NULL ? cache->host : (engram_hot_hash_t){0};
     j->num_rows = (uint32_t)num_rows;
     j->num_tokens = num_tokens;
     j->entries_per_token = entries_per_token;
@@ -410,6 +483,9 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
         uint32_t left = j->num_tasks - c * tasks_per_chunk;
         atomic_store_explicit(&j->chunk_left[c], left < tasks_per_chunk ? left : tasks_per_chunk,
                               memory_order_relaxed);
+        atomic_store_explicit(&j->chunk_fill[c], 0, memory_order_relaxed);
+        if (j->buf.counts != NULL)
+            j->buf.counts[c] = 0;
         j->buf.flags[c] = 0;
     }
     atomic_store_explicit(&j->next_task, 0, memory_order_relaxed);
@@ -424,7 +500,7 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
         atomic_store_explicit(&j->finished, true, memory_order_release);
         return stream_error("queueing the pool's start", err);
     }
-    engram_status_t st = queue_copies(j, ops, stream, rows_dst, scales_dst);
+    engram_status_t st = queue_copies(j, ops, stream, cache, indices, rows_dst, scales_dst);
     if (st != ENGRAM_OK)
         engram_gather_job_abandon(j); /* the waits already queued must pass */
     return st;
@@ -433,6 +509,11 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
 bool engram_gather_job_finished(engram_gather_job_t *j)
 {
     return atomic_load_explicit(&j->finished, memory_order_acquire);
+}
+
+uint64_t engram_gather_job_hits(engram_gather_job_t *j)
+{
+    return atomic_load_explicit(&j->hits, memory_order_relaxed);
 }
 
 void engram_gather_job_bad(engram_gather_job_t *j, uint64_t *count, uint64_t *first_row)

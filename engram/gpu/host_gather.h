@@ -21,6 +21,16 @@
  * The staging has a whole slot's rows, so the pool never waits for the
  * copy engine to free a buffer; chunks only pipeline gather and copy.
  *
+ * With a hot-row cache (engram_gather_cache_t) the rows it holds are not
+ * gathered, and the PCIe bytes are the misses': a kernel serves the hits
+ * from the GPU's memory (ops->hits, queued behind the pool's start), the
+ * pool stages each chunk's misses back to back at the chunk's start with
+ * their receive rows beside them (dst_rows) and their count (counts[k],
+ * written before the flag), and per chunk a kernel places the staged rows
+ * (ops->place: it reads the count the pool wrote, so no size has to be
+ * known when the fetch is queued, which a copy needs). Scales of every row
+ * come from the pool as without a cache.
+ *
  * This file is CUDA-free: the stream operations come through
  * engram_gather_stream_ops_t (CUDA's in host_gather_cuda.c, a host fake in
  * the CPU tier's test). */
@@ -30,6 +40,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "engram/gpu/hot_hash.h"
 #include "hal/routing.h"
 #include "hal/status.h"
 
@@ -40,7 +51,23 @@ typedef struct engram_gather_stream_ops {
     /* Waits until *flag >= value; flag_dev is the flag's device address. */
     const char *(*wait_geq)(void *stream, const void *flag_dev, uint32_t value);
     const char *(*copy)(void *stream, void *dst, const void *src, size_t bytes);
+    /* The cache's rows among indices[num_rows] (the fetch's, device) into
+     * rows_dst; cache_dev is engram_gather_cache_t.dev. */
+    const char *(*hits)(void *stream, const void *cache_dev, const int64_t *indices, uint32_t num_rows,
+                        uint32_t row_bytes, char *rows_dst);
+    /* rows_dst[dst_rows[k]] = staged[k] for k < min(*count_dev, cap)
+     * (host memory the GPU reads; written by the pool before the chunk's
+     * flag). */
+    const char *(*place)(void *stream, const char *staged, const uint32_t *dst_rows, const uint32_t *count_dev,
+                         uint32_t cap, uint32_t row_bytes, char *rows_dst);
 } engram_gather_stream_ops_t;
+
+/* A hot-row cache: the pool's copy of its index (hot_hash.h), and the
+ * GPU's, opaque here. */
+typedef struct engram_gather_cache {
+    engram_hot_hash_t host;
+    const void *dev;
+} engram_gather_cache_t;
 
 /* Where a table's rows are, for the pool: the routing of hal/routing.h over
  * the node's shards mapped back to back (the GPU kernel's addressing). */
@@ -85,6 +112,9 @@ typedef struct engram_gather_buffers {
     uint32_t *scales;        /* [max scale elems], NULL when packs == 0 */
     uint32_t *flags;         /* [max_chunks] */
     const void *flags_dev;
+    uint32_t *dst_rows;      /* [max_rows]: a staged row's receive row (with a cache); NULL without */
+    uint32_t *counts;        /* [max_chunks]: a chunk's staged rows (with a cache); NULL without */
+    const void *counts_dev;
     uint64_t max_rows;
     uint32_t max_chunks;     /* engram_gather_max_chunks(max_rows, ...) */
 } engram_gather_buffers_t;
@@ -96,19 +126,23 @@ void engram_gather_job_destroy(engram_gather_job_t *job);
 
 /* One fetch's rows and scales into rows_dst / scales_dst (device), steps
  * 1-4 above, queued on `stream`; indices is the fetch's index list
- * wherever the stream's copy can read it. The job must be idle (its last
- * fetch finished, engram_gather_job_finished). On an error nothing more
- * is queued and the job is abandoned (the waits already queued let the
- * stream pass). */
+ * wherever the stream's copy can read it; cache NULL, or the hot-row cache
+ * (the job's buffers then have dst_rows and counts). The job must be idle
+ * (its last fetch finished, engram_gather_job_finished). On an error
+ * nothing more is queued and the job is abandoned (the waits already
+ * queued let the stream pass). */
 engram_status_t engram_gather_job_queue(engram_gather_job_t *job, const engram_gather_stream_ops_t *ops, void *stream,
                                         const int64_t *indices, uint32_t num_tokens, uint32_t entries_per_token,
-                                        bool scales_col_major, char *rows_dst, uint32_t *scales_dst);
+                                        bool scales_col_major, const engram_gather_cache_t *cache, char *rows_dst,
+                                        uint32_t *scales_dst);
 /* True once the pool has done all of the job's last fetch (every chunk
  * flagged, the tally final) and holds the job no more. */
 bool engram_gather_job_finished(engram_gather_job_t *job);
 /* The last fetch's bad-index tally (valid once finished): rows with an
  * index outside the table, zero-filled, and the lowest such row. */
 void engram_gather_job_bad(engram_gather_job_t *job, uint64_t *count, uint64_t *first_row);
+/* The last fetch's rows the cache served (valid once finished). */
+uint64_t engram_gather_job_hits(engram_gather_job_t *job);
 /* Lets a stream that waits on the job pass: every flag set, the job not
  * gathered (if the pool has not begun it) or left as the pool ends it.
  * For destroy and failed queues; rows of an abandoned fetch are undefined. */

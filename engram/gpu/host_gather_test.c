@@ -10,11 +10,12 @@
 #include <string.h>
 
 #include "engram/gpu/host_gather.h"
+#include "engram/gpu/hot_select.h"
 #include "hal/log.h"
 #include "tests/check.h"
 
 /* ---- the fake stream ---- */
-enum { OP_FUNC, OP_WAIT, OP_COPY, OP_QUIT };
+enum { OP_FUNC, OP_WAIT, OP_COPY, OP_HITS, OP_PLACE, OP_QUIT };
 typedef struct op {
     int kind;
     void (*fn)(void *);
@@ -24,8 +25,18 @@ typedef struct op {
     void *dst;
     const void *src;
     size_t bytes;
+    const void *cache;        /* OP_HITS */
+    const int64_t *indices;   /* OP_HITS */
+    const uint32_t *dst_rows; /* OP_PLACE */
+    uint32_t count, row_bytes; /* OP_HITS: rows; OP_PLACE: cap */
     struct op *next;
 } op_t;
+
+/* The "GPU's" cache: the index and the rows it holds. */
+typedef struct fake_cache {
+    engram_hot_hash_t hash;
+    const char *rows; /* [slot][row_bytes] */
+} fake_cache_t;
 
 typedef struct fake_stream {
     pthread_mutex_t mu;
@@ -35,6 +46,7 @@ typedef struct fake_stream {
     int fail_at; /* the n-th queued op (1-based) fails; 0: none */
     int queued;
     int copies;  /* copies run */
+    uint64_t placed, hit_rows; /* rows the place ops moved, and the hits op served */
     pthread_t thread;
 } fake_stream_t;
 
@@ -59,6 +71,23 @@ static void *stream_main(void *arg)
         else if (kind == OP_COPY) {
             memcpy(o->dst, o->src, o->bytes);
             s->copies++;
+        } else if (kind == OP_HITS) {
+            const fake_cache_t *c = o->cache;
+            for (uint32_t r = 0; r < o->count; r++) {
+                uint32_t slot = engram_hot_find(&c->hash, o->indices[r]);
+                if (slot != ENGRAM_HOT_MISS) {
+                    memcpy((char *)o->dst + (uint64_t)r * o->row_bytes, c->rows + (uint64_t)slot * o->row_bytes,
+                           o->row_bytes);
+                    s->hit_rows++;
+                }
+            }
+        } else if (kind == OP_PLACE) {
+            uint32_t n = __atomic_load_n(o->flag, __ATOMIC_RELAXED); /* the count */
+            n = n < o->count ? n : o->count;
+            for (uint32_t k = 0; k < n; k++)
+                memcpy((char *)o->dst + (uint64_t)o->dst_rows[k] * o->row_bytes,
+                       (const char *)o->src + (uint64_t)k * o->row_bytes, o->row_bytes);
+            s->placed += n;
         }
         free(o);
         pthread_mutex_lock(&s->mu);
@@ -108,7 +137,21 @@ static const char *fake_copy(void *stream, void *dst, const void *src, size_t by
     return push(stream, (op_t){.kind = OP_COPY, .dst = dst, .src = src, .bytes = bytes});
 }
 
-static const engram_gather_stream_ops_t fake_ops = {fake_host_func, fake_wait, fake_copy};
+static const char *fake_hits(void *stream, const void *cache_dev, const int64_t *indices, uint32_t num_rows,
+                             uint32_t row_bytes, char *rows_dst)
+{
+    return push(stream, (op_t){.kind = OP_HITS, .cache = cache_dev, .indices = indices, .count = num_rows,
+                               .row_bytes = row_bytes, .dst = rows_dst});
+}
+
+static const char *fake_place(void *stream, const char *staged, const uint32_t *dst_rows, const uint32_t *count_dev,
+                              uint32_t cap, uint32_t row_bytes, char *rows_dst)
+{
+    return push(stream, (op_t){.kind = OP_PLACE, .src = staged, .dst_rows = dst_rows, .flag = count_dev,
+                               .count = cap, .row_bytes = row_bytes, .dst = rows_dst});
+}
+
+static const engram_gather_stream_ops_t fake_ops = {fake_host_func, fake_wait, fake_copy, fake_hits, fake_place};
 
 static void stream_start(fake_stream_t *s)
 {
@@ -228,10 +271,13 @@ static void slot_make(slot_t *s, engram_gather_pool_t *pool, const table_t *t, u
         .staging = calloc(rows ? rows : 1, sh->row_bytes),
         .scales = sh->packs ? calloc(selems, sizeof(uint32_t)) : NULL,
         .flags = calloc(chunks ? chunks : 1, sizeof(uint32_t)),
+        .dst_rows = calloc(rows ? rows : 1, sizeof(uint32_t)),
+        .counts = calloc(chunks ? chunks : 1, sizeof(uint32_t)),
         .max_rows = rows,
         .max_chunks = chunks,
     };
     s->buf.flags_dev = s->buf.flags;
+    s->buf.counts_dev = s->buf.counts;
     s->rows = calloc(rows ? rows : 1, sh->row_bytes);
     s->scales_out = sh->packs ? calloc(selems, sizeof(uint32_t)) : NULL;
     CHECK(s->buf.indices && s->buf.staging && s->buf.flags && s->rows);
@@ -245,6 +291,8 @@ static void slot_free(slot_t *s)
     free(s->buf.staging);
     free(s->buf.scales);
     free(s->buf.flags);
+    free(s->buf.dst_rows);
+    free(s->buf.counts);
     free(s->rows);
     free(s->scales_out);
 }
@@ -288,9 +336,45 @@ static uint64_t next_rand(void)
     return rng;
 }
 
-/* One fetch of tokens x ept random rows (a few bad when `bad`). */
-static void run_fetch(const table_t *t, slot_t *s, fake_stream_t *st, uint32_t tokens, uint32_t ept, bool col,
-                      bool bad)
+/* A hot-row cache of every `every`-th row of the table (from row 1). */
+typedef struct cache {
+    fake_cache_t dev;
+    engram_gather_cache_t view;
+    int64_t *keys;
+    uint32_t *vals;
+    char *rows;
+} cache_t;
+
+static void cache_make(cache_t *c, const table_t *t, uint64_t every)
+{
+    uint64_t total = (uint64_t)t->sh.ranks * t->sh.entries_per_rank, n = 0;
+    int64_t *list = malloc((total / every + 1) * sizeof(*list));
+    c->rows = malloc((total / every + 1) * t->sh.row_bytes);
+    CHECK(list != NULL && c->rows != NULL);
+    for (uint64_t idx = 1; idx < total; idx += every, n++) {
+        list[n] = (int64_t)idx;
+        for (uint32_t b = 0; b < t->sh.row_bytes; b++)
+            c->rows[n * t->sh.row_bytes + b] = (char)byte_of(idx, b);
+    }
+    CHECK_OK(engram_hot_hash_build(list, n, total, &c->keys, &c->vals, &c->dev.hash.log2));
+    free(list);
+    c->dev.hash.keys = c->keys;
+    c->dev.hash.vals = c->vals;
+    c->dev.rows = c->rows;
+    c->view = (engram_gather_cache_t){.host = c->dev.hash, .dev = &c->dev};
+}
+
+static void cache_free(cache_t *c)
+{
+    free(c->keys);
+    free(c->vals);
+    free(c->rows);
+}
+
+/* One fetch of tokens x ept random rows (a few bad when `bad`), through
+ * `cache` when not NULL: then only the misses are staged and placed. */
+static void run_fetch_cached(const table_t *t, slot_t *s, fake_stream_t *st, uint32_t tokens, uint32_t ept, bool col,
+                             bool bad, const cache_t *cache)
 {
     uint64_t total = (uint64_t)t->sh.ranks * t->sh.entries_per_rank, n = (uint64_t)tokens * ept;
     int64_t *idx = malloc((n ? n : 1) * sizeof(*idx));
@@ -302,11 +386,26 @@ static void run_fetch(const table_t *t, slot_t *s, fake_stream_t *st, uint32_t t
         idx[n / 3] = (int64_t)total;
         idx[n - 1] = INT64_MIN;
     }
-    CHECK_OK(engram_gather_job_queue(s->job, &fake_ops, st, idx, tokens, ept, col, s->rows, s->scales_out));
+    memset(s->rows, 0xee, n * t->sh.row_bytes); /* nothing left from an earlier fetch */
+    const uint64_t placed = st->placed, hit_rows = st->hit_rows;
+    CHECK_OK(engram_gather_job_queue(s->job, &fake_ops, st, idx, tokens, ept, col, cache ? &cache->view : NULL,
+                                     s->rows, s->scales_out));
     stream_sync(st);
     wait_finished(s);
     check_fetch(t, s, idx, tokens, ept, col);
+    uint64_t hits = 0;
+    for (uint64_t r = 0; cache != NULL && r < n; r++)
+        hits += engram_hot_find(&cache->dev.hash, idx[r]) != ENGRAM_HOT_MISS;
+    CHECK(engram_gather_job_hits(s->job) == hits);
+    CHECK(st->hit_rows - hit_rows == hits);
+    CHECK(st->placed - placed == (cache != NULL ? n - hits : 0)); /* only misses cross */
     free(idx);
+}
+
+static void run_fetch(const table_t *t, slot_t *s, fake_stream_t *st, uint32_t tokens, uint32_t ept, bool col,
+                      bool bad)
+{
+    run_fetch_cached(t, s, st, tokens, ept, col, bad, NULL);
 }
 
 static void test_shapes(void)
@@ -337,6 +436,17 @@ static void test_shapes(void)
             run_fetch(&t, &s, &st, 1, 1, false, true);
             run_fetch(&t, &s, &st, 37, 5, true, true); /* fewer rows than the slot holds */
             run_fetch(&t, &s, &st, 0, 24, false, false);
+            for (uint64_t every = 1; every <= 9; every += 4) { /* every row cached, a fifth, a ninth */
+                cache_t c;
+                cache_make(&c, &t, every);
+                run_fetch_cached(&t, &s, &st, 100, 24, false, false, &c);
+                run_fetch_cached(&t, &s, &st, 100, 24, true, true, &c);
+                run_fetch_cached(&t, &s, &st, 1, 1, false, true, &c);
+                run_fetch_cached(&t, &s, &st, 37, 5, true, true, &c);
+                run_fetch_cached(&t, &s, &st, 0, 24, false, false, &c);
+                run_fetch(&t, &s, &st, 100, 24, false, true); /* and without it again */
+                cache_free(&c);
+            }
             stream_stop(&st);
             slot_free(&s);
             engram_gather_pool_destroy(pool);
@@ -359,7 +469,7 @@ static void test_other_nodes_left(void)
     slot_make(&s, pool, &t, 4, 2);
     memset(s.buf.staging, 0xab, 8 * 32);
     int64_t idx[8] = {0, 130, 63, 255, 64, 200, 127, 128};
-    CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 4, 2, false, s.rows, NULL));
+    CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 4, 2, false, NULL, s.rows, NULL));
     stream_sync(&st);
     wait_finished(&s);
     for (int r = 0; r < 8; r++) {
@@ -398,9 +508,9 @@ static void test_in_flight(void)
         uint32_t gate = 0;
         CHECK(fake_wait(&a, &gate, 1) == NULL);
         for (int i = 0; i < SLOTS; i++)
-            CHECK_OK(engram_gather_job_queue(s[i].job, &fake_ops, i == 2 ? &b : &a, idx[i], TOK, EPT, false,
+            CHECK_OK(engram_gather_job_queue(s[i].job, &fake_ops, i == 2 ? &b : &a, idx[i], TOK, EPT, false, NULL,
                                              s[i].rows, s[i].scales_out));
-        CHECK_STATUS(engram_gather_job_queue(s[0].job, &fake_ops, &a, idx[0], TOK, EPT, false, s[0].rows,
+        CHECK_STATUS(engram_gather_job_queue(s[0].job, &fake_ops, &a, idx[0], TOK, EPT, false, NULL, s[0].rows,
                                              s[0].scales_out),
                      ENGRAM_ERR_STATE);
         CHECK(strstr(engram_last_error(), "still running") != NULL);
@@ -446,14 +556,14 @@ static void test_queue_errors(void)
         for (int r = 0; r < 128; r++)
             idx[r] = r * 7 % 1024;
         st.fail_at = cases[i].fail_at;
-        CHECK_STATUS(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 16, 8, false, s.rows, s.scales_out),
+        CHECK_STATUS(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 16, 8, false, NULL, s.rows, s.scales_out),
                      ENGRAM_ERR_UNSUPPORTED);
         CHECK(strstr(engram_last_error(), cases[i].what) != NULL);
         CHECK(strstr(engram_last_error(), "injected failure") != NULL);
         stream_sync(&st); /* would hang on an unset flag */
         wait_finished(&s);
         st.fail_at = 0;
-        CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 16, 8, true, s.rows, s.scales_out));
+        CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 16, 8, true, NULL, s.rows, s.scales_out));
         stream_sync(&st);
         wait_finished(&s);
         check_fetch(&t, &s, idx, 16, 8, true);
@@ -466,7 +576,7 @@ static void test_queue_errors(void)
     slot_t s;
     slot_make(&s, pool, &t, 2, 2);
     int64_t idx[6] = {0};
-    CHECK_STATUS(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 3, 2, false, s.rows, s.scales_out),
+    CHECK_STATUS(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 3, 2, false, NULL, s.rows, s.scales_out),
                  ENGRAM_ERR_OVERFLOW);
     stream_stop(&st);
     slot_free(&s);
@@ -512,7 +622,7 @@ static void test_abandon(void)
     int64_t idx[64] = {0};
     uint32_t gate = 0;
     CHECK(fake_wait(&st, &gate, 1) == NULL);
-    CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 8, 8, false, s.rows, NULL));
+    CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 8, 8, false, NULL, s.rows, NULL));
     engram_gather_job_abandon(s.job);
     __atomic_store_n(&gate, 1u, __ATOMIC_RELEASE);
     stream_sync(&st);

@@ -25,7 +25,7 @@ static int by_count_then_index(const void *a, const void *b)
     return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
-engram_status_t engram_hot_pick(const int64_t *indices, uint64_t n, uint64_t total_entries, uint64_t max_rows,
+engram_status_t engram_hot_pick(const int64_t *indices, uint64_t n, int64_t lo, int64_t hi, uint64_t max_rows,
                                 int64_t **out, uint64_t *out_n)
 {
     if ((indices == NULL && n > 0) || out == NULL || out_n == NULL)
@@ -38,7 +38,7 @@ engram_status_t engram_hot_pick(const int64_t *indices, uint64_t n, uint64_t tot
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "hot-row profile: out of memory for %llu indices", (unsigned long long)n);
     uint64_t m = 0;
     for (uint64_t i = 0; i < n; i++)
-        if (indices[i] >= 0 && (uint64_t)indices[i] < total_entries)
+        if (indices[i] >= lo && indices[i] < hi)
             sorted[m++] = indices[i];
     qsort(sorted, (size_t)m, sizeof(*sorted), by_index);
     /* runs of one index -> (index, count) */

@@ -8,10 +8,10 @@
 #include "hal/status.h"
 
 /* The most frequent rows of a profile: indices[n] (any order, repeats
- * counted; entries outside [0, total_entries) ignored), at most max_rows
- * of them, most frequent first, ties to the lower index. *out is malloc'd
- * (free it), *out_n its length (0: *out NULL). */
-engram_status_t engram_hot_pick(const int64_t *indices, uint64_t n, uint64_t total_entries, uint64_t max_rows,
+ * counted; entries outside [lo, hi) ignored), at most max_rows of them,
+ * most frequent first, ties to the lower index. *out is malloc'd (free
+ * it), *out_n its length (0: *out NULL). */
+engram_status_t engram_hot_pick(const int64_t *indices, uint64_t n, int64_t lo, int64_t hi, uint64_t max_rows,
                                 int64_t **out, uint64_t *out_n);
 
 /* The lookup table for rows[n] (slot k holds rows[k]): keys and vals

@@ -12,19 +12,22 @@ static void test_pick_orders_by_count_then_index(void)
     const int64_t trace[] = {9, 7, 3, 7, -2, 9, 1, 7, 3, 100, 9, 3, 7, 5};
     int64_t *rows = NULL;
     uint64_t n = 0;
-    CHECK_OK(engram_hot_pick(trace, sizeof(trace) / sizeof(trace[0]), 100, 3, &rows, &n));
+    CHECK_OK(engram_hot_pick(trace, sizeof(trace) / sizeof(trace[0]), 0, 100, 3, &rows, &n));
     CHECK(n == 3 && rows[0] == 7 && rows[1] == 3 && rows[2] == 9);
     free(rows);
-    CHECK_OK(engram_hot_pick(trace, sizeof(trace) / sizeof(trace[0]), 100, 100, &rows, &n));
+    CHECK_OK(engram_hot_pick(trace, sizeof(trace) / sizeof(trace[0]), 0, 100, 100, &rows, &n));
     CHECK(n == 5 && rows[3] == 1 && rows[4] == 5); /* every distinct in-range row, no more */
     free(rows);
-    CHECK_OK(engram_hot_pick(trace, 0, 100, 3, &rows, &n));
+    CHECK_OK(engram_hot_pick(trace, sizeof(trace) / sizeof(trace[0]), 4, 9, 10, &rows, &n));
+    CHECK(n == 2 && rows[0] == 7 && rows[1] == 5); /* [lo, hi): 9 and 3 are outside */
+    free(rows);
+    CHECK_OK(engram_hot_pick(trace, 0, 0, 100, 3, &rows, &n));
     CHECK(n == 0 && rows == NULL);
-    CHECK_OK(engram_hot_pick(trace, 3, 100, 0, &rows, &n));
+    CHECK_OK(engram_hot_pick(trace, 3, 0, 100, 0, &rows, &n));
     CHECK(n == 0 && rows == NULL);
-    CHECK_STATUS(engram_hot_pick(NULL, 3, 100, 1, &rows, &n), ENGRAM_ERR_INVALID);
-    CHECK_STATUS(engram_hot_pick(trace, 3, 100, 1, NULL, &n), ENGRAM_ERR_INVALID);
-    CHECK_STATUS(engram_hot_pick(trace, UINT64_MAX, 100, 1, &rows, &n), ENGRAM_ERR_OVERFLOW);
+    CHECK_STATUS(engram_hot_pick(NULL, 3, 0, 100, 1, &rows, &n), ENGRAM_ERR_INVALID);
+    CHECK_STATUS(engram_hot_pick(trace, 3, 0, 100, 1, NULL, &n), ENGRAM_ERR_INVALID);
+    CHECK_STATUS(engram_hot_pick(trace, UINT64_MAX, 0, 100, 1, &rows, &n), ENGRAM_ERR_OVERFLOW);
 }
 
 static void test_hash_finds_every_row_and_only_those(void)

@@ -217,6 +217,27 @@ ENGRAM_API engram_status_t engram_fetch_bad_indices(const engram_fetch_t *fetch,
  * a no-op (ENGRAM_OK). */
 ENGRAM_API engram_status_t engram_fetch_release(engram_fetch_t *fetch);
 
+/* A hot-row cache in this rank's GPU memory (recv=CUDA tables): the rows
+ * listed are copied into it, and fetches serve them from there, bit for bit
+ * the table's rows and scales; the others take the table's path (host
+ * threads and the copy engine, or the GPU's reads of the shards). Each rank
+ * holds its own cache of rows of this node's shards (a row of another node
+ * is refused). Local; the table must be written, and no fetch of it in
+ * flight (ENGRAM_ERR_BUSY) nor any other call on it running. Replaces the
+ * previous set; n == 0 drops it. A write (engram_write, engram_write_end)
+ * reloads the cache from the new rows before it returns, so a fetch never
+ * sees a stale row. rows: distinct global indices (a repeat or an index
+ * outside the table is refused, naming it), at most 2^31 - 1 of them; the
+ * cache takes n * row_bytes of GPU memory, plus 24 bytes a row for its
+ * index. */
+ENGRAM_API engram_status_t engram_table_cache_rows(engram_table_t *table, const int64_t *rows, uint64_t n);
+/* The same for the max_rows most frequent rows of a profile:
+ * indices[n] in any order (e.g. the index lists of a run's first fetches,
+ * or a trace), repeats counted, indices outside the table or owned by
+ * other nodes ignored; ties go to the lower index. */
+ENGRAM_API engram_status_t engram_table_cache_profile(engram_table_t *table, const int64_t *indices, uint64_t n,
+                                                      uint64_t max_rows);
+
 /* A table's counters since it was created (this rank's fetches). Set
  * size = sizeof(engram_table_stats_t) first; a caller built against an
  * older header gets the fields its size covers. */
