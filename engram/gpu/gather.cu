@@ -61,17 +61,20 @@ __device__ __forceinline__ unsigned read_indices(const engram_gpu_gather_args_t 
     return skip;
 }
 
-// One step's loads: for each u in `mask` and not in `skip`, v[u] = this
-// node's vector (bit u of the result: store it) or zeros for a bad index
-// (stored too; bit u of *bad when it is the row's first vector, so each
-// bad row is counted once). Vectors of other nodes' rows are left alone.
+// One step's loads: for each u in `mask` and not in `skip`, v[u] = the
+// row's vector from the hot-row cache or this node's shard (bit u of the
+// result: store it) or zeros for a bad index (stored too; bit u of *bad
+// when it is the row's first vector, so each bad row is counted once; bit u
+// of *hit likewise for a cached row). Vectors of other nodes' rows are
+// left alone.
 template <typename V>
 __device__ __forceinline__ unsigned load_step(const engram_gpu_gather_args_t &a, uint64_t base, uint64_t nthreads,
                                               uint32_t vpr, int vpr_log2, const int64_t idx[kUnroll], unsigned skip,
-                                              unsigned mask, V v[kUnroll], unsigned *bad)
+                                              unsigned mask, V v[kUnroll], unsigned *bad, unsigned *hit)
 {
     unsigned keep = 0;
     *bad = 0;
+    *hit = 0;
 #pragma unroll
     for (int u = 0; u < kUnroll; u++) {
         if (!(mask & (1u << u)))
@@ -82,6 +85,14 @@ __device__ __forceinline__ unsigned load_step(const engram_gpu_gather_args_t &a,
         const uint64_t c = base + u * nthreads;
         const uint32_t row = row_of(c, vpr, vpr_log2);
         const uint32_t j = (uint32_t)(c - (uint64_t)row * vpr);
+        const uint32_t slot = engram_hot_find(&a.hot, idx[u]);
+        if (slot != ENGRAM_HOT_MISS) {
+            v[u] = load_row_vec(reinterpret_cast<const V *>(a.hot_rows + (uint64_t)slot * a.row_bytes) + j);
+            keep |= 1u << u;
+            if (j == 0)
+                *hit |= 1u << u;
+            continue;
+        }
         engram_route_t r;
         if (engram_route_index(&a.shape, idx[u], &r)) {
             const uint32_t lp = r.peer - a.first_peer;
@@ -102,7 +113,7 @@ __device__ __forceinline__ unsigned load_step(const engram_gpu_gather_args_t &a,
 template <typename V>
 __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gather_args_t a, int vpr_log2)
 {
-    __shared__ unsigned long long bad_count, bad_first;
+    __shared__ unsigned long long bad_count, bad_first, hit_count;
     const uint32_t vpr = a.row_bytes / sizeof(V);
     const uint64_t total = (uint64_t)a.num_rows * vpr;
     const uint64_t nthreads = (uint64_t)gridDim.x * blockDim.x;
@@ -111,7 +122,7 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
     const uint64_t step = nthreads * kUnroll;
     int64_t idx[kUnroll] = {};
     V v[kUnroll];
-    unsigned skip = 0, keep = 0, bad = 0;
+    unsigned skip = 0, keep = 0, bad = 0, hit = 0;
     if (a.speculate) {
         // The first step's rows before the wait below, from indices the
         // work before us may still be writing: the table is not stream
@@ -121,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
         // fetch queued behind another then fly while that one drains,
         // instead of after it (the gap between back-to-back fetches).
         skip = read_indices(a, tid, nthreads, total, vpr, vpr_log2, idx);
-        keep = load_step(a, tid, nthreads, vpr, vpr_log2, idx, skip, ~0u, v, &bad);
+        keep = load_step(a, tid, nthreads, vpr, vpr_log2, idx, skip, ~0u, v, &bad, &hit);
     }
     // Launched with programmatic stream serialization: wait until the work
     // before us on the stream is complete and visible (stream order holds),
@@ -141,6 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
     if (threadIdx.x == 0) {
         bad_count = 0;
         bad_first = ~0ull;
+        hit_count = 0;
     }
     __syncthreads();
     {
@@ -154,10 +166,12 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
             idx[u] = now[u];
         }
         if (redo != 0) {
-            unsigned redo_bad;
-            const unsigned redo_keep = load_step(a, tid, nthreads, vpr, vpr_log2, idx, skip_now, redo, v, &redo_bad);
+            unsigned redo_bad, redo_hit;
+            const unsigned redo_keep =
+                load_step(a, tid, nthreads, vpr, vpr_log2, idx, skip_now, redo, v, &redo_bad, &redo_hit);
             keep = (keep & ~redo) | (redo_keep & redo);
             bad = (bad & ~redo) | (redo_bad & redo);
+            hit = (hit & ~redo) | (redo_hit & redo);
         }
         skip = skip_now;
     }
@@ -168,6 +182,8 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
                 atomicAdd(&bad_count, 1ull);
                 atomicMin(&bad_first, (unsigned long long)row_of(base + u * nthreads, vpr, vpr_log2));
             }
+        if (hit != 0)
+            atomicAdd(&hit_count, (unsigned long long)__popc(hit));
         // The next step's indices now, before the stores wait for this
         // step's rows: their read hides under the row reads instead of
         // adding an L2 round trip to every step.
@@ -180,7 +196,7 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
         if (release_late && base + step >= total)
             asm volatile("griddepcontrol.launch_dependents;");
         if (base < total)
-            keep = load_step(a, base, nthreads, vpr, vpr_log2, idx, skip, ~0u, v, &bad);
+            keep = load_step(a, base, nthreads, vpr, vpr_log2, idx, skip, ~0u, v, &bad, &hit);
     }
     // Scales come from the replicated table in this GPU's memory.
     const uint64_t nscales = (uint64_t)a.num_rows * a.packs;
@@ -205,6 +221,7 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
         engram_gpu_bad_t *report = &a.bad[blockIdx.x];
         report->count = bad_count;
         report->first_row = bad_first;
+        report->hits = hit_count;
         if (a.seq != 0) {
             __threadfence_system(); // the block's writes, then the tally, before the host sees seq
             *reinterpret_cast<volatile uint64_t *>(&report->seq) = a.seq;
@@ -270,6 +287,37 @@ __global__ void __launch_bounds__(kThreads, 1) copy_repeats(const uint32_t *firs
     }
 }
 
+// The hot-row cache's rows of a fetch (host_gather: the pool skips them).
+template <typename V>
+__global__ void __launch_bounds__(kThreads, 1) hot_hits(const engram_hot_hash_t hash, const V *hot_rows,
+                                                       const int64_t *indices, uint32_t num_rows, uint32_t vpr,
+                                                       V *rows)
+{
+    const uint64_t total = (uint64_t)num_rows * vpr;
+    const uint64_t nthreads = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t c = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; c < total; c += nthreads) {
+        const uint32_t row = (uint32_t)(c / vpr), j = (uint32_t)(c - (uint64_t)row * vpr);
+        const uint32_t slot = engram_hot_find(&hash, indices[row]);
+        if (slot != ENGRAM_HOT_MISS)
+            rows[c] = hot_rows[(uint64_t)slot * vpr + j];
+    }
+}
+
+// A chunk's staged misses to their receive rows; the count is what the
+// pool wrote before the flag the stream waited for.
+template <typename V>
+__global__ void __launch_bounds__(kThreads, 1) place_rows(const V *staged, const uint32_t *dst_rows,
+                                                         const uint32_t *count, uint32_t cap, uint32_t vpr, V *rows)
+{
+    const uint32_t n = *reinterpret_cast<const volatile uint32_t *>(count);
+    const uint64_t total = (uint64_t)(n < cap ? n : cap) * vpr;
+    const uint64_t nthreads = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t c = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; c < total; c += nthreads) {
+        const uint32_t k = (uint32_t)(c / vpr), j = (uint32_t)(c - (uint64_t)k * vpr);
+        rows[(uint64_t)dst_rows[k] * vpr + j] = staged[c];
+    }
+}
+
 // Calls launch(V{}) with the widest vector that divides a row: shard rows sit
 // at a 32-byte stride, received and staged rows at multiples of row_bytes,
 // so every row start is aligned to it.
@@ -298,6 +346,10 @@ extern "C" int engram_gpu_kernels_load(void)
                 cudaError_t e = cudaFuncGetAttributes(&attr, gather_rows<V>);
                 if (e == cudaSuccess)
                     e = cudaFuncGetAttributes(&attr, copy_repeats<V>);
+                if (e == cudaSuccess)
+                    e = cudaFuncGetAttributes(&attr, hot_hits<V>);
+                if (e == cudaSuccess)
+                    e = cudaFuncGetAttributes(&attr, place_rows<V>);
                 return e == cudaSuccess ? cudaFuncGetAttributes(&attr, scatter_rows<V>) : e;
             });
     return ce == cudaSuccess ? cudaFuncGetAttributes(&attr, mark_firsts) : ce;
@@ -342,6 +394,30 @@ extern "C" int engram_gpu_scatter_launch(const char *staged, const uint32_t *dst
         using V = decltype(v);
         scatter_rows<V><<<blocks, kThreads, 0, s>>>(reinterpret_cast<const V *>(staged), dst_row, src, count,
                                                     row_bytes / (uint32_t)sizeof(V), reinterpret_cast<V *>(rows));
+        return cudaGetLastError();
+    });
+}
+
+extern "C" int engram_gpu_hot_hits_launch(const engram_hot_hash_t *hash, const char *hot_rows, const int64_t *indices,
+                                          uint32_t num_rows, uint32_t row_bytes, char *rows, int blocks, void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    return by_vector(row_bytes, [&](auto v) {
+        using V = decltype(v);
+        hot_hits<V><<<blocks, kThreads, 0, s>>>(*hash, reinterpret_cast<const V *>(hot_rows), indices, num_rows,
+                                                row_bytes / (uint32_t)sizeof(V), reinterpret_cast<V *>(rows));
+        return cudaGetLastError();
+    });
+}
+
+extern "C" int engram_gpu_place_launch(const char *staged, const uint32_t *dst_rows, const uint32_t *count,
+                                       uint32_t cap, uint32_t row_bytes, char *rows, int blocks, void *stream)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    return by_vector(row_bytes, [&](auto v) {
+        using V = decltype(v);
+        place_rows<V><<<blocks, kThreads, 0, s>>>(reinterpret_cast<const V *>(staged), dst_rows, count, cap,
+                                                  row_bytes / (uint32_t)sizeof(V), reinterpret_cast<V *>(rows));
         return cudaGetLastError();
     });
 }

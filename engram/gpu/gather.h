@@ -4,6 +4,7 @@
 #define ENGRAM_GPU_GATHER_H
 
 #include <stdint.h>
+#include "engram/gpu/hot_hash.h"
 #include "hal/routing.h"
 
 #ifdef __cplusplus
@@ -17,6 +18,7 @@ extern "C" {
 typedef struct engram_gpu_bad {
     uint64_t count;
     uint64_t first_row; /* lowest token * entries_per_token + entry; UINT64_MAX if none */
+    uint64_t hits;      /* rows the hot-row cache served */
     uint64_t seq;       /* args.seq of the last launch that signalled through this report */
 } engram_gpu_bad_t;
 
@@ -52,6 +54,10 @@ typedef struct engram_gpu_gather_args {
      * (gather.cu). 0 under graph capture, where memory a graph allocates
      * may not be mapped before its allocation runs. */
     uint32_t speculate;
+    /* The hot-row cache (hot.log2 0: none): rows it holds are read from
+     * hot_rows (device, [slot][row_bytes]) instead of the span. */
+    engram_hot_hash_t hot;
+    const char *hot_rows;
 } engram_gpu_gather_args_t;
 
 /* Loads every kernel of this file now. With CUDA's lazy loading a
@@ -71,6 +77,16 @@ int engram_gpu_gather_launch(const engram_gpu_gather_args_t *a, int blocks, void
  * row). Returns the launch's cudaError_t. */
 int engram_gpu_scatter_launch(const char *staged, const uint32_t *dst_row, const uint32_t *src, uint32_t count,
                               uint32_t row_bytes, char *rows, int blocks, void *stream);
+
+/* The hot-row cache's rows of indices[num_rows] (device) into rows:
+ * rows[r] = hot_rows[slot] where the cache holds indices[r]; other rows
+ * are left alone. hash: device arrays. */
+int engram_gpu_hot_hits_launch(const engram_hot_hash_t *hash, const char *hot_rows, const int64_t *indices,
+                               uint32_t num_rows, uint32_t row_bytes, char *rows, int blocks, void *stream);
+/* rows[dst_rows[k]] = staged[k] for k < min(*count, cap); count (and the
+ * rows) in host memory the GPU reads, read when the kernel runs. */
+int engram_gpu_place_launch(const char *staged, const uint32_t *dst_rows, const uint32_t *count, uint32_t cap,
+                            uint32_t row_bytes, char *rows, int blocks, void *stream);
 
 /* dedup on the GPU, before the gather kernel: clears `table` (device,
  * 2^table_log2 entries) and fills a->first (writable: first) from

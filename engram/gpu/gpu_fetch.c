@@ -23,6 +23,7 @@
 #include "engram/gpu/gpu_remote.h"
 #include "engram/gpu/gpu_state.h"
 #include "engram/gpu/gpu_table.h"
+#include "engram/gpu/hot_cache.h"
 #include "hal/log.h"
 
 static engram_status_t check_args(const engram_table_t *t, const int64_t *indices, uint32_t num_tokens,
@@ -122,6 +123,8 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
             .col_major = (f->flags & ENGRAM_FETCH_SCALES_COL_MAJOR) != 0,
             .bad = g->bad + (size_t)slot * g->blocks,
             .speculate = !capturing,
+            .hot = g->hot != NULL ? g->hot->dev : (engram_hot_hash_t){0},
+            .hot_rows = g->hot != NULL ? g->hot->rows_dev : NULL,
         };
         ce = (cudaError_t)engram_gpu_dedup_before(g, slot, &a, stream);
         /* The gather kernel is the fetch's last GPU work: it signals. */
@@ -261,6 +264,7 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
     const engram_gpu_bad_t *bad = g->bad + (size_t)slot * g->blocks;
     for (int b = 0; f->num_tokens > 0 && b < g->blocks; b++) {
         f->bad_count += bad[b].count;
+        f->cache_hits += bad[b].hits;
         if (bad[b].first_row < first)
             first = bad[b].first_row;
     }

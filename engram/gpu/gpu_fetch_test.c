@@ -204,6 +204,108 @@ static void check_repeats(harness_t *h, cudaStream_t s, bool col)
     CHECK(last_bad.count == 4 && last_bad.token == 0 && last_bad.entry == 2);
 }
 
+/* This rank's node's rows: [*lo, *hi). */
+static void node_rows(const harness_t *h, int64_t *lo, int64_t *hi)
+{
+    int first = engram_group_rank(h->g) - engram_group_local_rank(h->g);
+    *lo = (int64_t)((uint64_t)first * h->params.entries_per_rank);
+    *hi = *lo + (int64_t)((uint64_t)engram_group_local_size(h->g) * h->params.entries_per_rank);
+}
+
+/* Writes every row of this rank's shard as `byte` (the scales as the
+ * harness's), in one piece. */
+static void write_flat(harness_t *h, uint8_t byte)
+{
+    const engram_table_params_t *p = &h->params;
+    uint64_t total = p->entries_per_rank * (uint64_t)engram_group_size(h->g), nsf = total * p->scale_packs;
+    uint8_t *rows = malloc(p->entries_per_rank * p->row_bytes);
+    uint32_t *sf = p->scale_packs ? malloc(nsf * sizeof(uint32_t)) : NULL;
+    memset(rows, byte, p->entries_per_rank * p->row_bytes);
+    for (uint64_t i = 0; i < nsf; i++)
+        sf[i] = table_gen_scale(i / p->scale_packs, (uint32_t)(i % p->scale_packs));
+    CHECK_OK(engram_write(h->table, rows, p->row_bytes, sf));
+    free(rows);
+    free(sf);
+}
+
+/* The hot-row cache: a third of this node's rows cached, every check again
+ * (hits and misses in one fetch, bad indices, repeats, both layouts), hits
+ * counted, a write reloading it (never a stale row), refusals, and the
+ * cache from a profile. */
+static void check_cache(harness_t *h, cudaStream_t s, bool packs)
+{
+    int64_t lo, hi;
+    node_rows(h, &lo, &hi);
+    uint64_t n = 0, total = h->params.entries_per_rank * (uint64_t)engram_group_size(h->g);
+    int64_t *rows = malloc((size_t)(hi - lo) * sizeof(*rows));
+    for (int64_t r = lo; r < hi; r += 3)
+        rows[n++] = r;
+    CHECK_OK(engram_table_cache_rows(h->table, rows, n));
+    engram_table_stats_t st0 = {.size = sizeof(st0)}, st1 = {.size = sizeof(st1)};
+    CHECK_OK(engram_table_stats(h->table, &st0));
+    CHECK(st0.cache_rows == n);
+    check_shapes(h, s, false);
+    check_bad_indices(h, s, false);
+    check_repeats(h, s, false);
+    if (packs) {
+        check_shapes(h, s, true);
+        check_bad_indices(h, s, true);
+        check_repeats(h, s, true);
+    }
+    /* one fetch's hits, counted */
+    int64_t idx[MAX_TOKENS * EPT];
+    make_indices(h, MAX_TOKENS, 991, idx);
+    uint64_t want = 0;
+    for (uint32_t i = 0; i < MAX_TOKENS * EPT; i++)
+        want += idx[i] >= lo && idx[i] < hi && (idx[i] - lo) % 3 == 0;
+    CHECK_OK(engram_table_stats(h->table, &st0));
+    gpu_fetch_t gf;
+    issue(h, s, idx, MAX_TOKENS, false, &gf);
+    CHECK_OK(finish(h, idx, MAX_TOKENS, false, &gf));
+    CHECK_OK(engram_table_stats(h->table, &st1));
+    CHECK(st1.cache_hits - st0.cache_hits == want);
+    /* a write reloads the cache: new rows from it, then the old ones again */
+    write_flat(h, 0x5a);
+    issue(h, s, idx, MAX_TOKENS, false, &gf);
+    const void *d_rows;
+    CHECK_OK(engram_wait(gf.f, &d_rows, NULL));
+    size_t bytes = (size_t)MAX_TOKENS * EPT * h->params.row_bytes;
+    uint8_t *got = malloc(bytes);
+    CUDA_CHECK(cudaMemcpy(got, d_rows, bytes, cudaMemcpyDeviceToHost));
+    for (size_t b = 0; b < bytes; b++)
+        CHECK(got[b] == 0x5a);
+    free(got);
+    CHECK_OK(engram_fetch_release(gf.f));
+    CUDA_CHECK(cudaFree(gf.d_idx));
+    CHECK_OK(harness_write_chunks(h, 100));
+    check_shapes(h, s, false);
+    /* refusals: each names its cause and leaves the cache as it was */
+    rows[1] = rows[0];
+    CHECK_STATUS(engram_table_cache_rows(h->table, rows, n), ENGRAM_ERR_INVALID);
+    CHECK(strstr(engram_last_error(), "listed twice") != NULL);
+    int64_t bad[2] = {lo, (int64_t)total};
+    CHECK_STATUS(engram_table_cache_rows(h->table, bad, 2), ENGRAM_ERR_BAD_INDEX);
+    if (hi - lo < (int64_t)total) {
+        bad[1] = lo > 0 ? 0 : hi;
+        CHECK_STATUS(engram_table_cache_rows(h->table, bad, 2), ENGRAM_ERR_INVALID);
+        CHECK(strstr(engram_last_error(), "on another node") != NULL);
+    }
+    issue(h, s, idx, MAX_TOKENS, false, &gf);
+    CHECK_STATUS(engram_table_cache_rows(h->table, rows, 1), ENGRAM_ERR_BUSY);
+    CHECK_OK(finish(h, idx, MAX_TOKENS, false, &gf));
+    CHECK_OK(engram_table_stats(h->table, &st1));
+    CHECK(st1.cache_rows == n);
+    /* from a profile: the fetch's own indices, the 50 most frequent */
+    CHECK_OK(engram_table_cache_profile(h->table, idx, MAX_TOKENS * EPT, 50));
+    CHECK_OK(engram_table_stats(h->table, &st1));
+    CHECK(st1.cache_rows > 0 && st1.cache_rows <= 50);
+    check_shapes(h, s, packs);
+    CHECK_OK(engram_table_cache_rows(h->table, NULL, 0));
+    CHECK_OK(engram_table_stats(h->table, &st1));
+    CHECK(st1.cache_rows == 0);
+    free(rows);
+}
+
 /* The scenario's context, opened with a host-receive table: refused by a
  * GPU-initiated transport, taken (and dropped again) by the others. */
 static engram_context_t *open_context(engram_group_t *g, const scenario_t *sc, bool gin)
@@ -321,6 +423,8 @@ static int rank_main(engram_group_t *g, void *arg)
             check_repeats(&h, s, true);
         if (sc->gpu_path != NULL && strcmp(sc->gpu_path, "host_gather") == 0)
             check_capture_refused(&h, s);
+        if (!gin)
+            check_cache(&h, s, dtypes[d].packs > 0);
         CHECK_OK(engram_table_destroy(h.table));
     }
     CHECK_OK(engram_context_destroy(ctx));

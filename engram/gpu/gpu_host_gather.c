@@ -7,6 +7,7 @@
 
 #include "engram/gpu/gpu_host_gather.h"
 #include "engram/gpu/host_gather.h"
+#include "engram/gpu/hot_cache.h"
 #include "hal/log.h"
 #include "memory/cuda_driver.h"
 #include "memory/host_segment.h"
@@ -21,6 +22,9 @@ struct engram_gpu_host {
     uint32_t *scales_stage;         /* pinned [slots][slot_scale_elems]; NULL without scales */
     uint32_t *flags;                /* pinned, mapped [slots][max_chunks] */
     const uint32_t *flags_dev;
+    uint32_t *counts;               /* pinned, mapped [slots][max_chunks]: staged misses (with a cache) */
+    const uint32_t *counts_dev;
+    uint32_t *dst_rows;             /* pinned [slots][slot_rows]: a staged miss's receive row */
     uint32_t max_chunks;
     uint32_t *scales;               /* the replicated scales, host copy */
 };
@@ -45,10 +49,32 @@ static const char *cuda_copy(void *stream, void *dst, const void *src, size_t by
     return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
 }
 
+/* The cache's kernels: few blocks, as they move one fetch's rows. */
+enum { CACHE_KERNEL_BLOCKS = 16 };
+
+static const char *cuda_hits(void *stream, const void *cache_dev, const int64_t *indices, uint32_t num_rows,
+                             uint32_t row_bytes, char *rows_dst)
+{
+    const engram_gpu_hot_t *hot = cache_dev;
+    cudaError_t ce = (cudaError_t)engram_gpu_hot_hits_launch(&hot->dev, hot->rows_dev, indices, num_rows, row_bytes,
+                                                             rows_dst, CACHE_KERNEL_BLOCKS, stream);
+    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
+}
+
+static const char *cuda_place(void *stream, const char *staged, const uint32_t *dst_rows, const uint32_t *count_dev,
+                              uint32_t cap, uint32_t row_bytes, char *rows_dst)
+{
+    cudaError_t ce = (cudaError_t)engram_gpu_place_launch(staged, dst_rows, count_dev, cap, row_bytes, rows_dst,
+                                                          CACHE_KERNEL_BLOCKS, stream);
+    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
+}
+
 static const engram_gather_stream_ops_t cuda_stream_ops = {
     .host_func = cuda_host_func,
     .wait_geq = cuda_wait_geq,
     .copy = cuda_copy,
+    .hits = cuda_hits,
+    .place = cuda_place,
 };
 
 static engram_status_t cuda_error(const char *what, cudaError_t ce)
@@ -106,11 +132,18 @@ static engram_status_t alloc_pinned(engram_table_t *t, engram_gpu_host_t *h)
         ce = cudaHostAlloc((void **)&h->flags, slots * h->max_chunks * sizeof(*h->flags), cudaHostAllocMapped);
     if (ce == cudaSuccess)
         ce = cudaHostGetDevicePointer((void **)&h->flags_dev, h->flags, 0);
+    if (ce == cudaSuccess)
+        ce = cudaHostAlloc((void **)&h->counts, slots * h->max_chunks * sizeof(*h->counts), cudaHostAllocMapped);
+    if (ce == cudaSuccess)
+        ce = cudaHostGetDevicePointer((void **)&h->counts_dev, h->counts, 0);
+    if (ce == cudaSuccess)
+        ce = cudaHostAlloc((void **)&h->dst_rows, slots * z->slot_rows * sizeof(*h->dst_rows), cudaHostAllocMapped);
     if (ce != cudaSuccess)
         return cuda_error("allocating the pinned staging", ce);
     if (h->scales_stage != NULL) /* column-major padding is never written: zero, not stale */
         memset(h->scales_stage, 0, slots * z->slot_scale_elems * sizeof(uint32_t));
     memset(h->flags, 0, slots * h->max_chunks * sizeof(*h->flags));
+    memset(h->counts, 0, slots * h->max_chunks * sizeof(*h->counts));
     if (z->scales_bytes > 0 && (h->scales = malloc(z->scales_bytes)) == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table, host_gather: out of memory for %llu bytes of scales",
                             (unsigned long long)z->scales_bytes);
@@ -170,6 +203,9 @@ static engram_status_t make_jobs(engram_table_t *t, engram_gpu_table_t *g, engra
             .scales = h->scales_stage ? h->scales_stage + (uint64_t)s * z->slot_scale_elems : NULL,
             .flags = h->flags + (uint64_t)s * h->max_chunks,
             .flags_dev = h->flags_dev + (uint64_t)s * h->max_chunks,
+            .dst_rows = h->dst_rows + (uint64_t)s * z->slot_rows,
+            .counts = h->counts + (uint64_t)s * h->max_chunks,
+            .counts_dev = h->counts_dev + (uint64_t)s * h->max_chunks,
             .max_rows = z->slot_rows,
             .max_chunks = h->max_chunks,
         };
@@ -227,6 +263,8 @@ void engram_gpu_host_gather_destroy(engram_table_t *t, engram_gpu_table_t *g)
         engram_gather_job_destroy(h->jobs[s]);
     free(h->jobs);
     cudaFreeHost(h->flags);
+    cudaFreeHost(h->counts);
+    cudaFreeHost(h->dst_rows);
     cudaFreeHost(h->scales_stage);
     cudaFreeHost(h->staging);
     cudaFreeHost(h->indices);
@@ -265,14 +303,46 @@ engram_status_t engram_gpu_host_gather_write_scales(engram_table_t *t, const uin
     return ENGRAM_OK;
 }
 
+engram_status_t engram_gpu_host_gather_copy_rows(engram_table_t *t, const int64_t *rows, uint64_t n, char *dst)
+{
+    const engram_gpu_table_t *g = t->gpu;
+    const uint32_t row_bytes = t->params.row_bytes;
+    const uint64_t per = ((uint64_t)16 << 20) / row_bytes > 0 ? ((uint64_t)16 << 20) / row_bytes : 1;
+    char *bounce = NULL;
+    cudaError_t ce = cudaHostAlloc((void **)&bounce, (size_t)(per < n ? per : n) * row_bytes, cudaHostAllocDefault);
+    if (ce != cudaSuccess)
+        return cuda_error("allocating the cache's pinned bounce buffer", ce);
+    engram_status_t st = ENGRAM_OK;
+    for (uint64_t done = 0; st == ENGRAM_OK && done < n; done += per) {
+        const uint64_t k = n - done < per ? n - done : per;
+        for (uint64_t i = 0; st == ENGRAM_OK && i < k; i++) {
+            engram_route_t r;
+            if (!engram_route_index(&t->shape, rows[done + i], &r) || r.peer - g->first_peer >= g->local_peers)
+                st = ENGRAM_ERROR(ENGRAM_ERR_INVALID, "hot-row cache: row %lld is not this node's",
+                                  (long long)rows[done + i]);
+            else
+                memcpy(bounce + i * row_bytes,
+                       g->host->span.base + (uint64_t)(r.peer - g->first_peer) * g->peer_stride + r.src_off, row_bytes);
+        }
+        ce = st == ENGRAM_OK ? cudaMemcpy(dst + done * row_bytes, bounce, (size_t)k * row_bytes, cudaMemcpyHostToDevice)
+                             : cudaSuccess;
+        if (ce != cudaSuccess)
+            st = cuda_error("copying the cache's rows to the GPU", ce);
+    }
+    cudaFreeHost(bounce);
+    return st;
+}
+
 engram_status_t engram_gpu_host_gather_fetch(engram_fetch_slot_t *f, int slot, const int64_t *indices, void *stream)
 {
     engram_table_t *t = f->table;
     engram_gpu_table_t *g = t->gpu;
+    const engram_gather_cache_t cache = {.host = g->hot != NULL ? g->hot->host : (engram_hot_hash_t){0},
+                                         .dev = g->hot};
     engram_status_t st = engram_gather_job_queue(g->host->jobs[slot], &cuda_stream_ops, stream, indices, f->num_tokens,
                                                  t->params.entries_per_token,
-                                                 (f->flags & ENGRAM_FETCH_SCALES_COL_MAJOR) != 0, f->rows,
-                                                 f->scales_out);
+                                                 (f->flags & ENGRAM_FETCH_SCALES_COL_MAJOR) != 0,
+                                                 g->hot != NULL ? &cache : NULL, f->rows, f->scales_out);
     cudaError_t ce = cudaEventRecord(g->done[slot], (cudaStream_t)stream);
     if (st == ENGRAM_OK && ce != cudaSuccess)
         st = cuda_error("recording the fetch's event", ce);
@@ -291,6 +361,7 @@ engram_status_t engram_gpu_host_gather_test(engram_fetch_slot_t *f, int slot)
         return ENGRAM_INPROGRESS;
     uint64_t first = UINT64_MAX;
     engram_gather_job_bad(job, &f->bad_count, &first);
+    f->cache_hits = engram_gather_job_hits(job);
     if (f->bad_count > 0) {
         const uint32_t ept = f->table->params.entries_per_token;
         f->first_bad_token = (uint32_t)(first / ept);

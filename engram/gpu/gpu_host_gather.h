@@ -28,6 +28,9 @@ engram_status_t engram_gpu_host_gather_write_scales(engram_table_t *t, const uin
  * dst, `stride` bytes apart: the host shards' writes (this path's and the
  * host mirror of gpu_remote.h). */
 engram_status_t engram_gpu_rows_to_host(char *dst, uint64_t stride, const void *src, uint32_t row_bytes, uint64_t n);
+/* Rows rows[n] of this node (checked) into GPU memory dst[n][row_bytes],
+ * through a pinned bounce buffer: the hot-row cache's load. */
+engram_status_t engram_gpu_host_gather_copy_rows(engram_table_t *t, const int64_t *rows, uint64_t n, char *dst);
 /* Queues slot's fetch on stream (indices anywhere the stream can copy
  * from); the slot's event is recorded behind it. */
 engram_status_t engram_gpu_host_gather_fetch(engram_fetch_slot_t *f, int slot, const int64_t *indices, void *stream);

@@ -8,6 +8,7 @@
 
 typedef struct engram_gpu_remote engram_gpu_remote_t; /* gpu_remote.c */
 typedef struct engram_gpu_host engram_gpu_host_t;     /* gpu_host_gather.c */
+typedef struct engram_gpu_hot engram_gpu_hot_t;       /* hot_cache.h */
 
 typedef struct engram_gpu_table {
     int device;
@@ -52,6 +53,7 @@ typedef struct engram_gpu_table {
      * [slots][dd_rows] first positions, in one GPU allocation */
     uint32_t *dd_table, *dd_first;
     uint64_t dd_cap, dd_rows;
+    engram_gpu_hot_t *hot;        /* the hot-row cache; NULL without one */
 } engram_gpu_table_t;
 
 #endif

@@ -12,6 +12,7 @@
 #include "engram/gpu/gpu_sms.h"
 #include "engram/gpu/gpu_state.h"
 #include "engram/gpu/gpu_table.h"
+#include "engram/gpu/hot_cache.h"
 #include "hal/log.h"
 #include "memory/cuda_segment.h"
 #include "memory/fd_share.h"
@@ -259,6 +260,7 @@ static void free_gpu(engram_table_t *t, engram_gpu_table_t *g)
     if (g->launch != NULL)
         g->launcher->detach(g->launch);
     engram_gpu_host_gather_destroy(t, g); /* waits on the slots' events */
+    engram_gpu_hot_free(g->hot);
     free(g->wait_pending);
     free(g->wait_stream);
     engram_gpu_remote_destroy(t, g);
@@ -395,10 +397,11 @@ engram_status_t engram_gpu_table_write_end(engram_table_t *t, const uint32_t *sc
     return ce == cudaSuccess ? ENGRAM_OK : cuda_error("writing the scales", ce);
 }
 
-const char *engram_gpu_table_path(const engram_table_t *t, int *gather_threads)
+const char *engram_gpu_table_path(const engram_table_t *t, int *gather_threads, uint64_t *cache_rows)
 {
     const engram_gpu_table_t *g = t->gpu;
     *gather_threads = engram_gpu_host_gather_threads(g);
+    *cache_rows = g->hot != NULL ? g->hot->rows : 0;
     return g->host_path ? "host_gather" : "uva";
 }
 

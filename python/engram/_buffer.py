@@ -66,6 +66,22 @@ def _check_tensor(x, what):
 _CONFIG_AGREED = ("transport", "mode", "num_qps")
 
 
+def _int64_buffer(x, what):
+    """x (a torch tensor on any device, a numpy array, a sequence) as a
+    contiguous host int64 buffer for the extension."""
+    import numpy as np
+
+    if _is_torch_tensor(x):
+        x = x.detach().to("cpu").reshape(-1).to(_torch().int64).contiguous().numpy()
+    try:
+        a = np.asarray(x)
+    except (TypeError, ValueError) as e:
+        raise InvalidArgumentError("%s: not an integer array (%s)" % (what, e)) from None
+    if a.size > 0 and a.dtype.kind not in "iu":
+        raise InvalidArgumentError("%s: needs integers, got %s" % (what, a.dtype))
+    return np.ascontiguousarray(a.reshape(-1), dtype=np.int64)
+
+
 def _agree(group, mine):
     """Collective: every rank's `mine` (a dict of str -> str) must be equal;
     else InvalidArgumentError on every rank, naming what differs and which
@@ -353,6 +369,25 @@ class Buffer:
         return False
 
     # -- introspection ---------------------------------------------------
+
+    def cache_rows(self, rows) -> None:
+        """Keeps these rows (global indices, distinct, of this rank's node) in
+        a hot-row cache in this rank's GPU memory (recv="cuda"): fetches serve
+        them from there, bit-identical; the rest take the table's path. Local,
+        not while a hook of this buffer is pending; a later engram_write
+        reloads the cache. An empty list drops it. rows: a 1-D integer tensor,
+        numpy array or sequence."""
+        with self._on_device():
+            self._table.cache_rows(_int64_buffer(rows, "cache_rows: rows"))
+
+    def cache_profile(self, indices, max_rows: int) -> None:
+        """cache_rows() of the max_rows most frequent rows of `indices` (any
+        shape: e.g. the index tensors of a run's first fetches, concatenated,
+        or a trace); rows of other nodes and indices outside the table are
+        ignored."""
+        max_rows = check_int("max_rows", max_rows, 0, I64)
+        with self._on_device():
+            self._table.cache_profile(_int64_buffer(indices, "cache_profile: indices"), max_rows)
 
     def stats(self) -> dict:
         """This rank's counters since the buffer was created (engram_table_stats):

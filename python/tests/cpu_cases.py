@@ -136,6 +136,7 @@ def case_stats_count_fetches_rows_and_bad_rows(ctx):
         assert s["bytes"] == 2 * T * K * H * 2, s
         assert s["cache_rows"] == 0 and s["cache_hits"] == 0 and s["gather_threads"] == 0, s
         assert s["wait_s"] >= 0 and s["shard_bytes"] >= E * H * 2, s
+        expect(engram.InvalidArgumentError, buf.cache_rows, [0], match="recv=CUDA tables")
     expect(engram.StateError, buf.stats, match="destroyed")
 
 

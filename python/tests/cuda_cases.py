@@ -45,6 +45,40 @@ def check_rows(ctx, gpu_table, idx_dtype=torch.int64, use_stream=False):
         del rows, hook
 
 
+def check_cache(ctx, gpu_path):
+    node = ctx.world * E
+    with engram.Buffer(ctx.group, E, H, torch.bfloat16, T, K, recv="cuda",
+                       config=dict(ctx.config, gpu_path=gpu_path)) as buf:
+        buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
+        buf.cache_rows(torch.arange(0, node, 3))  # a third of the rows, from a tensor
+        assert buf.stats()["cache_rows"] == (node + 2) // 3
+        idx = ctx.indices()
+        before = buf.stats()["cache_hits"]
+        rows, _ = buf.engram_fetch(idx.cuda())()
+        assert torch.equal(rows.view(torch.uint8).cpu(), ctx.full_bytes[idx].reshape(T, K * H * 2))
+        del rows
+        s = buf.stats()
+        assert s["cache_hits"] - before == int((idx % 3 == 0).sum()), s
+        assert s["path"] == gpu_path, s
+        buf.cache_profile(ctx.indices(), 100)  # from a profile
+        assert 0 < buf.stats()["cache_rows"] <= 100
+        rows, _ = buf.engram_fetch(idx.cuda())()
+        assert torch.equal(rows.view(torch.uint8).cpu(), ctx.full_bytes[idx].reshape(T, K * H * 2))
+        del rows
+        expect(engram.InvalidArgumentError, buf.cache_rows, [1, 1], match="listed twice")
+        expect(engram.InvalidArgumentError, buf.cache_rows, [0.5], match="needs integers")
+        buf.cache_rows([])
+        assert buf.stats()["cache_rows"] == 0
+
+
+def case_cuda_cache_uva(ctx):
+    check_cache(ctx, "uva")
+
+
+def case_cuda_cache_host_gather(ctx):
+    check_cache(ctx, "host_gather")
+
+
 def case_cuda_host_table(ctx):
     check_rows(ctx, "host_numa")
 

@@ -38,6 +38,7 @@ typedef struct bench_opts {
     table_gen_dist_t dist;
     const char *paths[3];
     int npaths;
+    double cache_pct; /* --cache-pct: the hot-row cache, % of the table's rows (0: none) */
     int sms[8];
     int nsms;
 } bench_opts_t;
@@ -228,6 +229,41 @@ static void load_table(engram_group_t *g, engram_table_t *t, const bench_opts_t 
     free(buf);
 }
 
+/* The hot-row cache (--cache-pct) from a profile of PROFILE_FETCHES fetches
+ * of the first shape: index sets the timed ones do not use (other seeds,
+ * the same distribution), or a trace's first steps. */
+enum { PROFILE_FETCHES = 16 };
+
+static void cache_from_profile(engram_table_t *t, const target_t *tg, const workload_t *wl)
+{
+    const bench_opts_t *o = wl->opts;
+    const uint64_t rows = (uint64_t)(o->cache_pct / 100.0 * (double)o->epr);
+    const size_t per = (size_t)wl->shapes[0].tokens * wl->ept;
+    const uint64_t steps = wl->trace ? (wl->trace->steps < PROFILE_FETCHES ? wl->trace->steps : PROFILE_FETCHES)
+                                     : PROFILE_FETCHES;
+    int64_t *profile = malloc(per * steps * sizeof(int64_t));
+    if (profile == NULL)
+        bench_gpu_fail("allocating the cache's profile", 1);
+    for (uint64_t k = 0; k < steps; k++) {
+        if (wl->trace) {
+            index_trace_step(wl->trace, k, profile + k * per);
+            continue;
+        }
+        table_gen_indices(o->epr, o->dist, 5000 + k, 0, 0, per, profile + k * per);
+        for (size_t r = 0; r < per; r++)
+            profile[k * per + r] += tg->idx_offset;
+    }
+    double t0 = now_s();
+    CK(engram_table_cache_profile(t, profile, per * steps, rows));
+    engram_table_stats_t st = {.size = sizeof(st)};
+    CK(engram_table_stats(t, &st));
+    printf("  hot-row cache: %llu rows (%.2f%% of the table, %.1f MiB of GPU memory), chosen from %llu fetches "
+           "in %.2f s\n",
+           (unsigned long long)st.cache_rows, 100.0 * (double)st.cache_rows / (double)o->epr,
+           (double)st.cache_rows * ROW_BYTES / (1u << 20), (unsigned long long)steps, now_s() - t0);
+    free(profile);
+}
+
 /* One table on `path` at `sms` (ignored on host_gather): every shape,
  * checked bit for bit, then timed beside the reference copy. */
 static void run_table(engram_group_t *g, const target_t *tg, const char *path, int sms, const workload_t *wl,
@@ -272,6 +308,8 @@ static void run_table(engram_group_t *g, const target_t *tg, const char *path, i
            st.gather_threads ? " with a pool of threads" : "");
     if (st.gather_threads)
         printf("  host_gather pool: %d threads\n", st.gather_threads);
+    if (o->cache_pct > 0)
+        cache_from_profile(t, tg, wl);
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     int dev_sms = 0;
@@ -298,7 +336,13 @@ static void run_table(engram_group_t *g, const target_t *tg, const char *path, i
             ok = ok && bench_gpu_rows_match(idx, n, ROW_BYTES, d_rows);
             engram_fetch_release(f);
         }
+        engram_table_stats_t timed0 = {.size = sizeof(timed0)}, timed1 = {.size = sizeof(timed1)};
+        CK(engram_table_stats(t, &timed0));
         double fetch_s = time_fetch(t, s, d_idx, sh, sh->iters);
+        CK(engram_table_stats(t, &timed1));
+        const double hit_share = timed1.rows > timed0.rows ? (double)(timed1.cache_hits - timed0.cache_hits) /
+                                                                 (double)(timed1.rows - timed0.rows)
+                                                           : 0;
         void *src, *d_dst;
         if (tg->peer) {
             /* peer access on, or the copy is staged through the host */
@@ -318,11 +362,15 @@ static void run_table(engram_group_t *g, const target_t *tg, const char *path, i
         double copy_s = time_memcpy(tg, s, d_dst, src, bytes, sh->iters);
         const char *ref = tg->peer ? "memcpy peer" : "memcpy H2D ";
         const char *traffic = wl->trace ? "trace" : o->dist == TABLE_GEN_ZIPF ? "zipf" : "uniform";
+
         double gbps = bytes / fetch_s * 1e-9, copy_gbps = bytes / copy_s * 1e-9;
         printf("%6.2f GiB %-11s %6u tok x %u x %u B %-7s sms %3d  fetch %8.1f us %6.1f GB/s  %s %7.1f us %6.1f GB/s  "
-               "ratio %.3f  check %s\n",
+               "ratio %.3f  check %s",
                gib, st.path, sh->tokens, ept, ROW_BYTES, traffic, used, fetch_s * 1e6, gbps, ref, copy_s * 1e6,
                copy_gbps, gbps / copy_gbps, ok ? "ok" : "FAILED");
+        if (o->cache_pct > 0)
+            printf("  cache hits %.1f%%", 100 * hit_share);
+        printf("\n");
         fflush(stdout);
         if (json)
             fprintf(json,
@@ -330,11 +378,11 @@ static void run_table(engram_group_t *g, const target_t *tg, const char *path, i
                     "\"gather_threads\":%d,\"huge_pages\":%s,\"tokens\":%u,\"entries_per_token\":%u,"
                     "\"row_bytes\":%u,\"scale_packs\":%u,\"indices\":\"%s\",\"table\":\"%s\",\"sms\":%d,"
                     "\"fetch_us\":%.2f,\"fetch_gbps\":%.2f,\"ref\":\"%s\",\"ref_us\":%.2f,\"ref_gbps\":%.2f,"
-                    "\"ratio\":%.4f,\"check_ok\":%s}\n",
+                    "\"ratio\":%.4f,\"cache_pct\":%.3f,\"cache_hit_share\":%.4f,\"check_ok\":%s}\n",
                     gib, st.path, path, st.gather_threads, st.shard_huge_pages ? "true" : "false", sh->tokens, ept,
                     ROW_BYTES, o->packs, traffic, tg->peer ? "peer_gpu" : "host", used, fetch_s * 1e6, gbps,
-                    tg->peer ? "memcpy_peer" : "memcpy_h2d", copy_s * 1e6, copy_gbps, gbps / copy_gbps,
-                    ok ? "true" : "false");
+                    tg->peer ? "memcpy_peer" : "memcpy_h2d", copy_s * 1e6, copy_gbps, gbps / copy_gbps, o->cache_pct,
+                    hit_share, ok ? "true" : "false");
         if (tg->peer)
             cudaFree(src);
         else
@@ -348,9 +396,9 @@ static void run_table(engram_group_t *g, const target_t *tg, const char *path, i
             exit(1);
     }
     CK(engram_table_stats(t, &st));
-    printf("  stats: %llu fetches, %llu rows, %.1f MiB, %llu bad rows, %.1f ms in engram_wait\n",
+    printf("  stats: %llu fetches, %llu rows, %.1f MiB, %llu bad rows, %llu cache hits, %.1f ms in engram_wait\n",
            (unsigned long long)st.fetches, (unsigned long long)st.rows, (double)st.bytes / (1u << 20),
-           (unsigned long long)st.bad_rows, (double)st.wait_ns * 1e-6);
+           (unsigned long long)st.bad_rows, (unsigned long long)st.cache_hits, (double)st.wait_ns * 1e-6);
     CK(cudaStreamDestroy(s));
     CK(engram_table_destroy(t));
     CK(engram_context_destroy(ctx));
@@ -387,14 +435,17 @@ static _Noreturn void usage(int rc)
 {
     fprintf(rc ? stderr : stdout,
             "usage: engram_gpu_bench [--peer] [--indices FILE] [--table-gib G] [--paths P,..] [--sms N,..]\n"
-            "                        [--tokens T,..] [--ept E] [--packs N] [--dist uniform|zipf] [json_path]\n"
+            "                        [--tokens T,..] [--ept E] [--packs N] [--dist uniform|zipf] [--cache-pct P]\n"
+            "                        [json_path]\n"
             "  --table-gib G   rows per rank in GiB of 256-byte rows (default 0.25)\n"
             "  --paths P,..    gpu_path values to run, each a table: uva, host_gather, auto (default uva)\n"
             "  --sms N,..      gpu_sms values for uva (default 8,16,32,64,0; 0 = every SM)\n"
             "  --tokens T,..   tokens per fetch (default 512,8192)\n"
             "  --ept E         rows per token (default 24; DeepSeek-V4.1: 48)\n"
             "  --packs N       scale packs per row (default 0; 1 for FP8 rows with their scales)\n"
-            "  --dist D        generated rows: uniform (default) or zipf\n");
+            "  --dist D        generated rows: uniform (default) or zipf\n"
+            "  --cache-pct P   a hot-row cache of P%% of the table's rows (0..100, default 0), chosen from a\n"
+            "                  profile of 16 fetches the timed ones do not repeat (a trace's first 16 steps)\n");
     exit(rc);
 }
 
@@ -453,6 +504,11 @@ int main(int argc, char **argv)
             int packs;
             parse_ints(argv[++i], 0, 16, &packs, 1);
             o.packs = (uint32_t)packs;
+        } else if (strcmp(a, "--cache-pct") == 0 && v) {
+            char *end;
+            o.cache_pct = strtod(argv[++i], &end);
+            if (*end != 0 || !(o.cache_pct >= 0 && o.cache_pct <= 100))
+                usage(2);
         } else if (strcmp(a, "--dist") == 0 && v) {
             i++;
             if (strcmp(v, "uniform") == 0)

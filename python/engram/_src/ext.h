@@ -135,8 +135,10 @@ typedef struct eg_table {
 extern PyTypeObject eg_TableType;
 /* _config_values(config, keys): the effective value of each key (text) for a config dict (table.c). */
 PyObject *eg_config_values(PyObject *self, PyObject *args);
-/* Table.stats() (stats.c). */
+/* Table.stats() (stats.c); Table.cache_rows(rows), Table.cache_profile(indices, max_rows) (cache.c). */
 PyObject *eg_table_stats(PyObject *self, PyObject *noargs);
+PyObject *eg_table_cache_rows(PyObject *self, PyObject *args);
+PyObject *eg_table_cache_profile(PyObject *self, PyObject *args);
 /* Takes the table lock without holding the GIL while blocked. */
 void eg_table_lock(eg_table_t *t);
 void eg_table_unlock(eg_table_t *t);

@@ -489,6 +489,10 @@ static PyMethodDef table_methods[] = {
      "reads whatever address it is given (engram.Buffer passes a dense CPU or CUDA tensor's only)."},
     {"destroy", (PyCFunction)table_destroy, METH_NOARGS, "destroy()\n--\n\nCollective teardown."},
     {"stats", eg_table_stats, METH_NOARGS, "stats()\n--\n\nThis rank's counters (engram_table_stats) as a dict."},
+    {"cache_rows", eg_table_cache_rows, METH_VARARGS,
+     "cache_rows(rows)\n--\n\nThe hot-row cache of these rows (contiguous int64 buffer); empty drops it."},
+    {"cache_profile", eg_table_cache_profile, METH_VARARGS,
+     "cache_profile(indices, max_rows)\n--\n\nThe hot-row cache of a profile's max_rows most frequent rows."},
     {NULL},
 };
 

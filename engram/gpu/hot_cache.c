@@ -1,0 +1,144 @@
+/* The hot-row cache of a GPU table (design in <engram/engram.h> and
+ * hot_cache.h): built from a row list, loaded from the shards, reloaded
+ * after every write. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engram/gpu/gpu_host_gather.h"
+#include "engram/gpu/gpu_state.h"
+#include "engram/gpu/gpu_table.h"
+#include "engram/gpu/hot_cache.h"
+#include "engram/gpu/hot_select.h"
+#include "hal/log.h"
+
+static engram_status_t cuda_error(const char *what, cudaError_t ce)
+{
+    return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "hot-row cache: %s: %s", what, cudaGetErrorString(ce));
+}
+
+void engram_gpu_hot_free(engram_gpu_hot_t *hot)
+{
+    if (hot == NULL)
+        return;
+    cudaFree((void *)hot->dev.keys);
+    cudaFree((void *)hot->dev.vals);
+    cudaFree(hot->list_dev);
+    cudaFree(hot->rows_dev);
+    free(hot->list);
+    free(hot->host_keys);
+    free(hot->host_vals);
+    free(hot);
+}
+
+/* The uva path: the gather kernel itself reads the listed rows (host or
+ * GPU shards, as fetches do) into the cache, on a private stream. */
+static engram_status_t load_by_kernel(engram_table_t *t, engram_gpu_table_t *g, engram_gpu_hot_t *hot)
+{
+    cudaStream_t s;
+    cudaError_t ce = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (ce != cudaSuccess)
+        return cuda_error("creating a stream", ce);
+    engram_gpu_gather_args_t a = {
+        .shape = t->shape,
+        .indices = hot->list_dev,
+        .span = g->local_span,
+        .peer_stride = g->peer_stride,
+        .first_peer = g->first_peer,
+        .local_peers = g->local_peers,
+        .rows = hot->rows_dev,
+        .row_bytes = t->params.row_bytes,
+        .num_rows = (uint32_t)hot->rows,
+        .entries_per_token = 1,
+        .num_tokens = (uint32_t)hot->rows,
+        .bad = g->bad, /* slot 0's reports: no fetch is in flight; seq 0 leaves theirs alone */
+    };
+    ce = (cudaError_t)engram_gpu_gather_launch(&a, g->blocks, s);
+    cudaError_t sync = cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
+    if (ce == cudaSuccess)
+        ce = sync;
+    return ce == cudaSuccess ? ENGRAM_OK : cuda_error("loading the rows", ce);
+}
+
+static engram_status_t load(engram_table_t *t, engram_gpu_table_t *g, engram_gpu_hot_t *hot)
+{
+    return g->host_path ? engram_gpu_host_gather_copy_rows(t, hot->list, hot->rows, hot->rows_dev)
+                        : load_by_kernel(t, g, hot);
+}
+
+static engram_status_t build(engram_table_t *t, const int64_t *rows, uint64_t n, engram_gpu_hot_t **out)
+{
+    engram_gpu_hot_t *hot = calloc(1, sizeof(*hot));
+    if (hot == NULL || (hot->list = malloc((size_t)n * sizeof(*hot->list))) == NULL) {
+        free(hot);
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "hot-row cache: out of memory for %llu rows", (unsigned long long)n);
+    }
+    hot->rows = n;
+    memcpy(hot->list, rows, (size_t)n * sizeof(*rows));
+    engram_status_t st = engram_hot_hash_build(rows, n, t->sizes.total_entries, &hot->host_keys, &hot->host_vals,
+                                               &hot->host.log2);
+    if (st != ENGRAM_OK) {
+        engram_gpu_hot_free(hot);
+        return st;
+    }
+    hot->host.keys = hot->host_keys;
+    hot->host.vals = hot->host_vals;
+    const size_t cap = (size_t)1 << hot->host.log2;
+    void *keys = NULL, *vals = NULL;
+    cudaError_t ce = cudaMalloc(&keys, cap * sizeof(int64_t));
+    if (ce == cudaSuccess)
+        ce = cudaMalloc(&vals, cap * sizeof(uint32_t));
+    hot->dev = (engram_hot_hash_t){.keys = keys, .vals = vals, .log2 = hot->host.log2};
+    if (ce == cudaSuccess)
+        ce = cudaMalloc((void **)&hot->list_dev, (size_t)n * sizeof(int64_t));
+    if (ce == cudaSuccess)
+        ce = cudaMalloc((void **)&hot->rows_dev, (size_t)n * t->params.row_bytes);
+    if (ce == cudaSuccess)
+        ce = cudaMemcpy(keys, hot->host_keys, cap * sizeof(int64_t), cudaMemcpyHostToDevice);
+    if (ce == cudaSuccess)
+        ce = cudaMemcpy(vals, hot->host_vals, cap * sizeof(uint32_t), cudaMemcpyHostToDevice);
+    if (ce == cudaSuccess)
+        ce = cudaMemcpy(hot->list_dev, rows, (size_t)n * sizeof(int64_t), cudaMemcpyHostToDevice);
+    if (ce != cudaSuccess) {
+        engram_gpu_hot_free(hot);
+        return ENGRAM_ERROR(ce == cudaErrorMemoryAllocation ? ENGRAM_ERR_NOMEM : ENGRAM_ERR_UNSUPPORTED,
+                            "hot-row cache: %llu rows of %u bytes (%llu MiB with the index) in GPU memory: %s",
+                            (unsigned long long)n, t->params.row_bytes,
+                            (unsigned long long)(((uint64_t)n * t->params.row_bytes + cap * 12 + n * 8) >> 20),
+                            cudaGetErrorString(ce));
+    }
+    *out = hot;
+    return ENGRAM_OK;
+}
+
+engram_status_t engram_gpu_cache_set(engram_table_t *t, const int64_t *rows, uint64_t n)
+{
+    engram_gpu_table_t *g = t->gpu;
+    engram_gpu_hot_t *hot = NULL;
+    engram_status_t st = n > 0 ? build(t, rows, n, &hot) : ENGRAM_OK;
+    if (st == ENGRAM_OK && hot != NULL)
+        st = load(t, g, hot);
+    if (st != ENGRAM_OK) {
+        engram_gpu_hot_free(hot); /* the previous set stays */
+        return st;
+    }
+    engram_gpu_hot_free(g->hot);
+    g->hot = hot;
+    ENGRAM_INFO("hot-row cache: %llu rows (%llu MiB of GPU memory)", (unsigned long long)n,
+                (unsigned long long)((n * t->params.row_bytes) >> 20));
+    return ENGRAM_OK;
+}
+
+engram_status_t engram_gpu_table_after_write(engram_table_t *t)
+{
+    engram_gpu_table_t *g = t->gpu;
+    if (g->hot == NULL)
+        return ENGRAM_OK;
+    engram_status_t st = load(t, g, g->hot);
+    if (st == ENGRAM_OK)
+        return ENGRAM_OK;
+    engram_gpu_hot_free(g->hot);
+    g->hot = NULL;
+    return ENGRAM_ERROR(st, "engram_write: the rows are written, but reloading the hot-row cache failed (%s); the "
+                            "cache is dropped (engram_table_cache_rows sets it again)", engram_status_str(st));
+}

@@ -1,0 +1,23 @@
+/* A GPU table's hot-row cache (engram_table_cache_rows in <engram/engram.h>):
+ * the rows, their index on the host (the host_gather pool's) and on the
+ * GPU (the kernels'). */
+#ifndef ENGRAM_GPU_HOT_CACHE_H
+#define ENGRAM_GPU_HOT_CACHE_H
+
+#include "engram/gpu/hot_hash.h"
+#include "engram/internal.h"
+
+typedef struct engram_gpu_hot {
+    uint64_t rows;          /* rows held */
+    int64_t *list;          /* host [rows]: slot k holds row list[k] (reloads read it) */
+    int64_t *host_keys;     /* the host index */
+    uint32_t *host_vals;
+    engram_hot_hash_t host;
+    engram_hot_hash_t dev;  /* the same index in GPU memory */
+    int64_t *list_dev;      /* GPU [rows]: the uva path reloads with the gather kernel */
+    char *rows_dev;         /* GPU [rows][row_bytes] */
+} engram_gpu_hot_t;
+
+void engram_gpu_hot_free(engram_gpu_hot_t *hot);
+
+#endif
