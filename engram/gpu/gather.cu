@@ -309,8 +309,15 @@ template <typename V>
 __global__ void __launch_bounds__(kThreads, 1) place_rows(const V *staged, const uint32_t *dst_rows,
                                                          const uint32_t *count, uint32_t cap, uint32_t vpr, V *rows)
 {
-    const uint32_t n = *reinterpret_cast<const volatile uint32_t *>(count);
-    const uint64_t total = (uint64_t)(n < cap ? n : cap) * vpr;
+    // One read of the count per block: every thread reading host memory
+    // would be a PCIe round trip each.
+    __shared__ uint32_t n;
+    if (threadIdx.x == 0) {
+        const uint32_t c = *reinterpret_cast<const volatile uint32_t *>(count);
+        n = c < cap ? c : cap;
+    }
+    __syncthreads();
+    const uint64_t total = (uint64_t)n * vpr;
     const uint64_t nthreads = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t c = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; c < total; c += nthreads) {
         const uint32_t k = (uint32_t)(c / vpr), j = (uint32_t)(c - (uint64_t)k * vpr);

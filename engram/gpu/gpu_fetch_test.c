@@ -230,9 +230,10 @@ static void write_flat(harness_t *h, uint8_t byte)
 
 /* The hot-row cache: a third of this node's rows cached, every check again
  * (hits and misses in one fetch, bad indices, repeats, both layouts), hits
- * counted, a write reloading it (never a stale row), refusals, and the
- * cache from a profile. */
-static void check_cache(harness_t *h, cudaStream_t s, bool packs)
+ * counted (each distinct row once where the GPU dedups: firsts_only), a
+ * write reloading it (never a stale row), refusals, and the cache from a
+ * profile. */
+static void check_cache(harness_t *h, cudaStream_t s, bool packs, bool firsts_only)
 {
     int64_t lo, hi;
     node_rows(h, &lo, &hi);
@@ -256,8 +257,12 @@ static void check_cache(harness_t *h, cudaStream_t s, bool packs)
     int64_t idx[MAX_TOKENS * EPT];
     make_indices(h, MAX_TOKENS, 991, idx);
     uint64_t want = 0;
-    for (uint32_t i = 0; i < MAX_TOKENS * EPT; i++)
-        want += idx[i] >= lo && idx[i] < hi && (idx[i] - lo) % 3 == 0;
+    for (uint32_t i = 0; i < MAX_TOKENS * EPT; i++) {
+        bool first = true; /* GPU dedup reads a repeated row once, and copies its repeats */
+        for (uint32_t j = 0; firsts_only && j < i && first; j++)
+            first = idx[j] != idx[i];
+        want += first && idx[i] >= lo && idx[i] < hi && (idx[i] - lo) % 3 == 0;
+    }
     CHECK_OK(engram_table_stats(h->table, &st0));
     gpu_fetch_t gf;
     issue(h, s, idx, MAX_TOKENS, false, &gf);
@@ -424,7 +429,9 @@ static int rank_main(engram_group_t *g, void *arg)
         if (sc->gpu_path != NULL && strcmp(sc->gpu_path, "host_gather") == 0)
             check_capture_refused(&h, s);
         if (!gin)
-            check_cache(&h, s, dtypes[d].packs > 0);
+            check_cache(&h, s, dtypes[d].packs > 0,
+                        sc->dedup != NULL && strcmp(sc->dedup, "on") == 0 &&
+                            (sc->gpu_path == NULL || strcmp(sc->gpu_path, "host_gather") != 0));
         CHECK_OK(engram_table_destroy(h.table));
     }
     CHECK_OK(engram_context_destroy(ctx));

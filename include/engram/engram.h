@@ -256,7 +256,8 @@ typedef struct engram_table_stats {
     int shard_huge_pages;    /* 1 when this rank's shard is on 2 MiB pages */
     uint64_t shard_bytes;    /* this rank's shard as allocated */
     uint64_t cache_rows;     /* rows the GPU's hot-row cache holds (engram_table_cache_rows); 0 without one */
-    uint64_t cache_hits;     /* rows of completed fetches served from it */
+    uint64_t cache_hits;     /* rows of released fetches read from it (with GPU-side dedup, a repeated row
+                              * once: its repeats are copies of it) */
 } engram_table_stats_t;
 
 ENGRAM_API engram_status_t engram_table_stats(const engram_table_t *table, engram_table_stats_t *out);
