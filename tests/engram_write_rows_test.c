@@ -3,11 +3,14 @@
  * fetch bit for bit as engram_write's table does, and every misuse gets a
  * clear error on the rank that made it, or on every rank for the
  * collective steps, leaving the table in a known state. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/check.h"
 #include "tests/engram_harness.h"
+#include "tests/table_gen.h"
 
 #define EPR 300u
 #define EPT 3u
@@ -58,6 +61,66 @@ static void check_rows_args(harness_t *h)
     CHECK_STATUS(engram_write_begin(h->table), ENGRAM_ERR_STATE);
     CHECK(strstr(engram_last_error(), "a write has begun already") != NULL);
     check_unwritten(h);
+}
+
+enum { FILE_HEADER = 128 }; /* bytes before the rows, as a .npy header */
+
+/* A file of this rank's shard rows after FILE_HEADER bytes; returns its fd. */
+static int shard_file(const harness_t *h)
+{
+    const engram_table_params_t *p = &h->params;
+    char path[] = "/tmp/engram_write_rows_test.XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    unlink(path);
+    uint8_t *buf = calloc(FILE_HEADER + EPR * (size_t)p->row_bytes, 1);
+    const uint64_t first = (uint64_t)engram_group_rank(h->g) * EPR;
+    for (uint64_t i = 0; i < EPR; i++)
+        table_gen_row(first + i, p->row_bytes, buf + FILE_HEADER + i * p->row_bytes);
+    CHECK(write(fd, buf, FILE_HEADER + EPR * (size_t)p->row_bytes) == (ssize_t)(FILE_HEADER + EPR * p->row_bytes));
+    free(buf);
+    return fd;
+}
+
+/* The shard read from a file (engram_write_rows_fd), in two pieces, last
+ * first: straight into the shard (row_bytes 64: unpadded) or through the
+ * read buffer (row_bytes 40: rows at a 64-byte stride); then each refusal. */
+static void check_from_file(engram_group_t *g, uint32_t row_bytes)
+{
+    engram_table_params_t p = params;
+    p.row_bytes = row_bytes;
+    harness_t h;
+    CHECK_OK(harness_open(&h, g, "loopback", false, &p));
+    int fd = shard_file(&h);
+    uint32_t *sf = malloc(EPR * (size_t)engram_group_size(g) * sizeof(uint32_t));
+    for (uint64_t i = 0; i < EPR * (uint64_t)engram_group_size(g); i++)
+        sf[i] = table_gen_scale(i, 0);
+    CHECK_STATUS(engram_write_rows_fd(h.table, fd, FILE_HEADER, 0, EPR), ENGRAM_ERR_STATE);
+    CHECK_OK(engram_write_begin(h.table));
+    CHECK_OK(engram_write_rows_fd(h.table, fd, FILE_HEADER + 100 * (uint64_t)row_bytes, 100, EPR - 100));
+    CHECK_OK(engram_write_rows_fd(h.table, fd, FILE_HEADER, 0, 100));
+    CHECK_OK(engram_write_rows_fd(h.table, fd, 0, EPR, 0)); /* empty, at the end */
+    CHECK_OK(engram_write_end(h.table, sf));
+    check_all_rows(&h);
+    /* refusals, each failing the write on every rank */
+    CHECK_OK(engram_write_begin(h.table));
+    CHECK_STATUS(engram_write_rows_fd(h.table, fd, FILE_HEADER + 10 * (uint64_t)row_bytes, 0, EPR),
+                 ENGRAM_ERR_INVALID); /* 10 rows short */
+    CHECK(strstr(engram_last_error(), "the file ends at file offset") != NULL);
+    CHECK_STATUS(engram_write_rows_fd(h.table, -1, 0, 0, 1), ENGRAM_ERR_INVALID);
+    CHECK_STATUS(engram_write_rows_fd(h.table, fd, 0, EPR, 1), ENGRAM_ERR_OVERFLOW);
+    CHECK_STATUS(engram_write_rows_fd(h.table, fd, 0, 1, UINT64_MAX), ENGRAM_ERR_OVERFLOW);
+    CHECK_STATUS(engram_write_rows_fd(h.table, fd, UINT64_MAX - 8, 0, 1), ENGRAM_ERR_OVERFLOW);
+    CHECK_STATUS(engram_write_rows_fd(NULL, fd, 0, 0, 1), ENGRAM_ERR_INVALID);
+    int closed = dup(fd);
+    close(closed);
+    CHECK_STATUS(engram_write_rows_fd(h.table, closed, 0, 0, 1), ENGRAM_ERR_INVALID);
+    CHECK(strstr(engram_last_error(), "Bad file descriptor") != NULL);
+    CHECK(engram_write_end(h.table, sf) != ENGRAM_OK);
+    check_unwritten(&h);
+    close(fd);
+    free(sf);
+    harness_close(&h);
 }
 
 static int rank_main(engram_group_t *g, void *arg)
@@ -120,6 +183,8 @@ static int rank_main(engram_group_t *g, void *arg)
     check_all_rows(&h); /* still written */
     free(sf);
     harness_close(&h);
+    check_from_file(g, 64);
+    check_from_file(g, 40);
     return 0;
 }
 

@@ -49,6 +49,12 @@ engram_status_t engram_gpu_table_after_write(engram_table_t *t)
     return engram_gpu_table_check(t->ctx, &t->params);
 }
 
+char *engram_gpu_table_host_rows(const engram_table_t *t)
+{
+    (void)t;
+    return NULL;
+}
+
 engram_status_t engram_gpu_cache_set(engram_table_t *t, const int64_t *rows, uint64_t n)
 {
     (void)rows;

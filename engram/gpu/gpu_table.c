@@ -397,6 +397,12 @@ engram_status_t engram_gpu_table_write_end(engram_table_t *t, const uint32_t *sc
     return ce == cudaSuccess ? ENGRAM_OK : cuda_error("writing the scales", ce);
 }
 
+char *engram_gpu_table_host_rows(const engram_table_t *t)
+{
+    const engram_gpu_table_t *g = t->gpu;
+    return g->host_path ? t->shard->addr : NULL;
+}
+
 const char *engram_gpu_table_path(const engram_table_t *t, int *gather_threads, uint64_t *cache_rows)
 {
     const engram_gpu_table_t *g = t->gpu;

@@ -28,6 +28,9 @@ const char *engram_gpu_table_path(const engram_table_t *t, int *gather_threads, 
 /* Local, after a write's closing barrier (every local shard current):
  * the hot-row cache, if any, reloaded from the shards. */
 engram_status_t engram_gpu_table_after_write(engram_table_t *t);
+/* The shard's rows in host memory that plain stores write (host_gather
+ * tables), or NULL (the UVA layout's shards are written through CUDA). */
+char *engram_gpu_table_host_rows(const engram_table_t *t);
 /* engram_table_cache_rows past its checks (table_cache.c): rows[n], n >= 0,
  * of a written, idle recv=CUDA table. */
 engram_status_t engram_gpu_cache_set(engram_table_t *t, const int64_t *rows, uint64_t n);

@@ -40,7 +40,8 @@ engram_status_t engram_hot_pick(const int64_t *indices, uint64_t n, int64_t lo, 
     for (uint64_t i = 0; i < n; i++)
         if (indices[i] >= lo && indices[i] < hi)
             sorted[m++] = indices[i];
-    qsort(sorted, (size_t)m, sizeof(*sorted), by_index);
+    if (m > 1)
+        qsort(sorted, (size_t)m, sizeof(*sorted), by_index);
     /* runs of one index -> (index, count) */
     uint64_t runs = 0;
     counted_t *c = m > 0 ? malloc((size_t)m * sizeof(*c)) : NULL;
@@ -56,7 +57,8 @@ engram_status_t engram_hot_pick(const int64_t *indices, uint64_t n, int64_t lo, 
         i = j;
     }
     free(sorted);
-    qsort(c, (size_t)runs, sizeof(*c), by_count_then_index);
+    if (runs > 1)
+        qsort(c, (size_t)runs, sizeof(*c), by_count_then_index);
     const uint64_t k = runs < max_rows ? runs : max_rows;
     int64_t *rows = k > 0 ? malloc((size_t)k * sizeof(*rows)) : NULL;
     if (k > 0 && rows == NULL) {

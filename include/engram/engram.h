@@ -126,6 +126,18 @@ ENGRAM_API engram_status_t engram_write_begin(engram_table_t *table);
 ENGRAM_API engram_status_t engram_write_rows(engram_table_t *table, uint64_t first_row, uint64_t num_rows,
                                              const void *rows, uint32_t row_bytes);
 ENGRAM_API engram_status_t engram_write_end(engram_table_t *table, const uint32_t *scales);
+/* engram_write_rows from a file: rows [first_row, first_row + num_rows)
+ * of this rank's shard are num_rows * row_bytes bytes of `fd` from
+ * file_offset (a raw table, or a .npy file's data after its header), read
+ * with pread (fd's own offset does not move). Where the shard holds its
+ * rows unpadded in host memory (row_bytes a multiple of 32; recv=HOST and
+ * gpu_path=host_gather tables) they are read straight into it, the
+ * file's bytes copied once; otherwise through a buffer of at most 16 MiB.
+ * The file ending before the rows, or a read error, is refused naming the
+ * row and offset (and fails engram_write_end everywhere, as any failed
+ * engram_write_rows). */
+ENGRAM_API engram_status_t engram_write_rows_fd(engram_table_t *table, int fd, uint64_t file_offset,
+                                                uint64_t first_row, uint64_t num_rows);
 
 #define ENGRAM_FETCH_SCALES_COL_MAJOR (1u << 0) /* scales TMA-aligned column-major */
 
