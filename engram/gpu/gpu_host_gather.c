@@ -49,23 +49,24 @@ static const char *cuda_copy(void *stream, void *dst, const void *src, size_t by
     return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
 }
 
-/* The cache's kernels: few blocks, as they move one fetch's rows. */
-enum { CACHE_KERNEL_BLOCKS = 16 };
-
+/* The cache's kernels run on the table's SMs (gpu_sms: every SM by
+ * default): short, and many loads in flight hide PCIe's and the index's
+ * latency. */
 static const char *cuda_hits(void *stream, const void *cache_dev, const int64_t *indices, uint32_t num_rows,
                              uint32_t row_bytes, char *rows_dst)
 {
     const engram_gpu_hot_t *hot = cache_dev;
     cudaError_t ce = (cudaError_t)engram_gpu_hot_hits_launch(&hot->dev, hot->rows_dev, indices, num_rows, row_bytes,
-                                                             rows_dst, CACHE_KERNEL_BLOCKS, stream);
+                                                             rows_dst, hot->blocks, stream);
     return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
 }
 
-static const char *cuda_place(void *stream, const char *staged, const uint32_t *dst_rows, const uint32_t *count_dev,
-                              uint32_t cap, uint32_t row_bytes, char *rows_dst)
+static const char *cuda_place(void *stream, const void *cache_dev, const char *staged, const uint32_t *dst_rows,
+                              const uint32_t *count_dev, uint32_t cap, uint32_t row_bytes, char *rows_dst)
 {
+    const engram_gpu_hot_t *hot = cache_dev;
     cudaError_t ce = (cudaError_t)engram_gpu_place_launch(staged, dst_rows, count_dev, cap, row_bytes, rows_dst,
-                                                          CACHE_KERNEL_BLOCKS, stream);
+                                                          hot->blocks, stream);
     return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
 }
 

@@ -416,16 +416,14 @@ static engram_status_t stream_error(const char *what, const char *err)
     return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "host_gather fetch: %s: %s", what, err);
 }
 
-/* Steps 3-4: the chunks' waits and copies (with a cache: the hit kernel,
- * then each chunk's wait and place kernel), then the scales' copy. */
+/* Steps 3-4: the chunks' waits and copies (with a cache: each chunk's wait
+ * and place kernel, then the hit kernel), then the scales' copy. */
 static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops, void *stream,
                                     const engram_gather_cache_t *cache, const int64_t *indices, char *rows_dst,
                                     uint32_t *scales_dst)
 {
     const uint32_t row_bytes = j->src.row_bytes;
-    const char *err = cache != NULL ? ops->hits(stream, cache->dev, indices, j->num_rows, row_bytes, rows_dst) : NULL;
-    if (err != NULL)
-        return stream_error("queueing the cache's hits", err);
+    const char *err = NULL;
     for (uint32_t c = 0; c < j->num_chunks; c++) {
         const uint64_t first = (uint64_t)c * j->chunk_rows;
         const uint64_t rows = j->num_rows - first < j->chunk_rows ? j->num_rows - first : j->chunk_rows;
@@ -433,7 +431,7 @@ static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_
         if (err != NULL)
             return stream_error("queueing the wait for a chunk", err);
         if (cache != NULL)
-            err = ops->place(stream, j->buf.staging + first * row_bytes, j->buf.dst_rows + first,
+            err = ops->place(stream, cache->dev, j->buf.staging + first * row_bytes, j->buf.dst_rows + first,
                              (const uint32_t *)j->buf.counts_dev + c, (uint32_t)rows, row_bytes, rows_dst);
         else
             err = ops->copy(stream, rows_dst + first * row_bytes, j->buf.staging + first * row_bytes,
@@ -441,6 +439,9 @@ static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_
         if (err != NULL)
             return stream_error(cache != NULL ? "queueing a chunk's placing" : "queueing a chunk's copy", err);
     }
+    err = cache != NULL ? ops->hits(stream, cache->dev, indices, j->num_rows, row_bytes, rows_dst) : NULL;
+    if (err != NULL)
+        return stream_error("queueing the cache's hits", err);
     if (j->src.packs == 0)
         return ENGRAM_OK;
     uint64_t elems = j->col_major ? (uint64_t)j->entries_per_token * j->src.packs * engram_scales_col_stride(j->num_tokens)

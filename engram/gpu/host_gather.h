@@ -22,14 +22,15 @@
  * copy engine to free a buffer; chunks only pipeline gather and copy.
  *
  * With a hot-row cache (engram_gather_cache_t) the rows it holds are not
- * gathered, and the PCIe bytes are the misses': a kernel serves the hits
- * from the GPU's memory (ops->hits, queued behind the pool's start), the
- * pool stages each chunk's misses back to back at the chunk's start with
- * their receive rows beside them (dst_rows) and their count (counts[k],
- * written before the flag), and per chunk a kernel places the staged rows
- * (ops->place: it reads the count the pool wrote, so no size has to be
- * known when the fetch is queued, which a copy needs). Scales of every row
- * come from the pool as without a cache.
+ * gathered, and the PCIe bytes are the misses': the pool stages each
+ * chunk's misses back to back at the chunk's start with their receive rows
+ * beside them (dst_rows) and their count (counts[k], written before the
+ * flag); per chunk a kernel places the staged rows (ops->place: it reads
+ * the count the pool wrote, so no size has to be known when the fetch is
+ * queued, which a copy needs), and after the last one a kernel serves the
+ * hits from the GPU's memory (ops->hits: at the end, so the first chunk
+ * waits for nothing but the pool). Scales of every row come from the pool
+ * as without a cache.
  *
  * This file is CUDA-free: the stream operations come through
  * engram_gather_stream_ops_t (CUDA's in host_gather_cuda.c, a host fake in
@@ -58,8 +59,8 @@ typedef struct engram_gather_stream_ops {
     /* rows_dst[dst_rows[k]] = staged[k] for k < min(*count_dev, cap)
      * (host memory the GPU reads; written by the pool before the chunk's
      * flag). */
-    const char *(*place)(void *stream, const char *staged, const uint32_t *dst_rows, const uint32_t *count_dev,
-                         uint32_t cap, uint32_t row_bytes, char *rows_dst);
+    const char *(*place)(void *stream, const void *cache_dev, const char *staged, const uint32_t *dst_rows,
+                         const uint32_t *count_dev, uint32_t cap, uint32_t row_bytes, char *rows_dst);
 } engram_gather_stream_ops_t;
 
 /* A hot-row cache: the pool's copy of its index (hot_hash.h), and the

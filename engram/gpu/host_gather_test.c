@@ -144,9 +144,10 @@ static const char *fake_hits(void *stream, const void *cache_dev, const int64_t 
                                .row_bytes = row_bytes, .dst = rows_dst});
 }
 
-static const char *fake_place(void *stream, const char *staged, const uint32_t *dst_rows, const uint32_t *count_dev,
-                              uint32_t cap, uint32_t row_bytes, char *rows_dst)
+static const char *fake_place(void *stream, const void *cache_dev, const char *staged, const uint32_t *dst_rows,
+                              const uint32_t *count_dev, uint32_t cap, uint32_t row_bytes, char *rows_dst)
 {
+    CHECK(cache_dev != NULL);
     return push(stream, (op_t){.kind = OP_PLACE, .src = staged, .dst_rows = dst_rows, .flag = count_dev,
                                .count = cap, .row_bytes = row_bytes, .dst = rows_dst});
 }

@@ -74,6 +74,7 @@ static engram_status_t build(engram_table_t *t, const int64_t *rows, uint64_t n,
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "hot-row cache: out of memory for %llu rows", (unsigned long long)n);
     }
     hot->rows = n;
+    hot->blocks = ((engram_gpu_table_t *)t->gpu)->blocks;
     memcpy(hot->list, rows, (size_t)n * sizeof(*rows));
     engram_status_t st = engram_hot_hash_build(rows, n, t->sizes.total_entries, &hot->host_keys, &hot->host_vals,
                                                &hot->host.log2);

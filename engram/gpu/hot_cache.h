@@ -16,6 +16,7 @@ typedef struct engram_gpu_hot {
     engram_hot_hash_t dev;  /* the same index in GPU memory */
     int64_t *list_dev;      /* GPU [rows]: the uva path reloads with the gather kernel */
     char *rows_dev;         /* GPU [rows][row_bytes] */
+    int blocks;             /* the grid of host_gather's cache kernels: the table's */
 } engram_gpu_hot_t;
 
 void engram_gpu_hot_free(engram_gpu_hot_t *hot);
