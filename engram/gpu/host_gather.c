@@ -24,6 +24,7 @@ enum {
      * task): the copy engine starts after the first and ends one chunk
      * after the gather, so small fetches pipeline too. */
     MIN_CHUNKS = 8,
+    CACHE_CHUNK_SPAN = 8,
     MAX_THREADS = 1024,
 };
 /* How long an idle thread polls for the next job before it sleeps: back to
@@ -474,7 +475,13 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
     j->num_tokens = num_tokens;
     j->entries_per_token = entries_per_token;
     j->col_major = scales_col_major;
-    j->num_chunks = plan(num_rows, j->src.row_bytes, j->chunk_bytes, &j->task_rows, &j->chunk_rows);
+    /* With a cache a chunk's staged bytes are its misses only: it spans
+     * CACHE_CHUNK_SPAN times the rows, so each place kernel still moves
+     * about a chunk's bytes (at 512 KiB chunks the kernels' fixed cost
+     * per chunk, not PCIe, bounded a 4 GiB table's rate). */
+    const uint64_t span = cache != NULL ? CACHE_CHUNK_SPAN : 1;
+    const uint64_t chunk_bytes = j->chunk_bytes > UINT64_MAX / span ? UINT64_MAX : j->chunk_bytes * span;
+    j->num_chunks = plan(num_rows, j->src.row_bytes, chunk_bytes, &j->task_rows, &j->chunk_rows);
     if (j->num_chunks > j->buf.max_chunks) /* engram_gather_max_chunks bounds every fetch of the slot */
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "host_gather fetch: %u chunks exceed the slot's %u",
                             j->num_chunks, j->buf.max_chunks);
