@@ -279,7 +279,15 @@ class Shards:
         return buf
 
     def close(self, buf):
-        """After rank 0's measurement: the others wait for it here."""
+        """After rank 0's measurement: the others wait for it here. Rank 0
+        prints the table's counters (Buffer.stats())."""
+        if self.group.rank == 0:
+            s = buf.stats()
+            print("  stats: %d fetches, %d rows, %.1f MiB, %d bad rows, %d repeats, %d cache hits, path %s%s, "
+                  "%.3f s waiting" % (s["fetches"], s["rows"], s["bytes"] / 2**20, s["bad_rows"], s["repeats"],
+                                      s["cache_hits"], s["path"],
+                                      " (%d threads)" % s["gather_threads"] if s["gather_threads"] else "",
+                                      s["wait_s"]))
         try:
             if self.group.size > 1:
                 self.group.barrier()

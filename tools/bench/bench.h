@@ -36,6 +36,9 @@ typedef struct bench_result {
     double ref_us;            /* median time of the memcpy gather reference */
     double mpps, ref_mpps, gbps, ratio;
     bool check_ok;
+    /* every rank's table counters (engram_table_stats), summed */
+    uint64_t fetches, rows, repeats, bad_rows;
+    double wait_s;
     int status; /* engram_status_t of the run, OK if it ran */
     char error[256]; /* with status: the first failed rank's message */
 } bench_result_t;

@@ -22,6 +22,7 @@ typedef struct rank_times {
     int32_t done; /* set last: the slot was written by its rank */
     char transport[32];
     char error[sizeof(((bench_result_t *)0)->error)]; /* the rank's engram_last_error when status failed */
+    engram_table_stats_t stats; /* the rank's table counters at the end */
 } rank_times_t;
 
 /* Made by the parent before the fork; the ranks inherit the mappings. */
@@ -241,6 +242,9 @@ static int rank_main(engram_group_t *g, void *varg)
     mine.status = st;
     if (st != ENGRAM_OK)
         snprintf(mine.error, sizeof(mine.error), "rank %d: %s", engram_group_rank(g), engram_last_error());
+    mine.stats.size = sizeof(mine.stats);
+    if (s.table == NULL || engram_table_stats(s.table, &mine.stats) != ENGRAM_OK)
+        memset(&mine.stats, 0, sizeof(mine.stats));
     engram_table_destroy(s.table);
     engram_context_destroy(s.ctx);
     free(s.indices);
@@ -264,6 +268,13 @@ static void reduce(const bench_case_t *c, const rank_times_t *all, bench_result_
         }
     }
     snprintf(res->transport, sizeof(res->transport), "%s", all[0].transport);
+    for (int r = 0; r < c->ranks; r++) {
+        res->fetches += all[r].stats.fetches;
+        res->rows += all[r].stats.rows;
+        res->repeats += all[r].stats.repeats;
+        res->bad_rows += all[r].stats.bad_rows;
+        res->wait_s += (double)all[r].stats.wait_ns * 1e-9;
+    }
     if (v == NULL) {
         res->status = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "bench: cannot allocate the reduction");
         return;

@@ -19,6 +19,10 @@ void bench_print_human(const bench_case_t *c, const bench_result_t *r)
            r->transport, c->hybrid ? "hybrid" : "direct", c->ranks, c->local_size, c->tokens, c->entries_per_token,
            c->row_bytes, dtype(c), indices(c), r->issue_us, r->wait_us, r->gbps,
            r->mpps, r->ref_mpps, r->ratio, r->check_ok ? "ok" : "mismatch");
+    printf("  stats (all ranks): %llu fetches, %llu rows, %llu repeats served by dedup, %llu bad rows, %.3f s in "
+           "engram_wait\n",
+           (unsigned long long)r->fetches, (unsigned long long)r->rows, (unsigned long long)r->repeats,
+           (unsigned long long)r->bad_rows, r->wait_s);
     fflush(stdout);
 }
 
