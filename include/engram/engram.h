@@ -238,10 +238,12 @@ ENGRAM_API engram_status_t engram_fetch_release(engram_fetch_t *fetch);
  * flight (ENGRAM_ERR_BUSY) nor any other call on it running. Replaces the
  * previous set; n == 0 drops it. A write (engram_write, engram_write_end)
  * reloads the cache from the new rows before it returns, so a fetch never
- * sees a stale row. rows: distinct global indices (a repeat or an index
- * outside the table is refused, naming it), at most 2^31 - 1 of them; the
- * cache takes n * row_bytes of GPU memory, plus 24 bytes a row for its
- * index. */
+ * sees a stale row (a reload keeps the cache's memory, so CUDA graphs
+ * captured with it stay valid; replacing or dropping the cache frees it,
+ * so graphs captured before must not be replayed after). rows: distinct
+ * global indices (a repeat or an index outside the table is refused,
+ * naming it), at most 2^31 - 1 of them; the cache takes n * row_bytes of
+ * GPU memory, plus 24 bytes a row for its index. */
 ENGRAM_API engram_status_t engram_table_cache_rows(engram_table_t *table, const int64_t *rows, uint64_t n);
 /* The same for the max_rows most frequent rows of a profile:
  * indices[n] in any order (e.g. the index lists of a run's first fetches,

@@ -1,6 +1,9 @@
 /* Table.cache_rows() / Table.cache_profile(): the hot-row cache
  * (engram_table_cache_rows / engram_table_cache_profile) from a contiguous
  * int64 buffer. */
+#include <stdbool.h>
+#include <string.h>
+
 #include "ext.h"
 
 /* A C-contiguous buffer of 8-byte signed integers, or an exception. */
