@@ -230,15 +230,19 @@ static void load_table(engram_group_t *g, engram_table_t *t, const bench_opts_t 
 }
 
 /* The hot-row cache (--cache-pct) from a profile of PROFILE_FETCHES fetches
- * of the first shape: index sets the timed ones do not use (other seeds,
- * the same distribution), or a trace's first steps. */
+ * of the largest shape: index sets the timed ones do not use (other seeds,
+ * the same distribution), or a trace's first steps. At most the profile's
+ * distinct rows are cached. */
 enum { PROFILE_FETCHES = 16 };
 
 static void cache_from_profile(engram_table_t *t, const target_t *tg, const workload_t *wl)
 {
     const bench_opts_t *o = wl->opts;
     const uint64_t rows = (uint64_t)(o->cache_pct / 100.0 * (double)o->epr);
-    const size_t per = (size_t)wl->shapes[0].tokens * wl->ept;
+    uint32_t tokens = 0;
+    for (int i = 0; i < wl->nshapes; i++)
+        tokens = wl->shapes[i].tokens > tokens ? wl->shapes[i].tokens : tokens;
+    const size_t per = (size_t)tokens * wl->ept;
     const uint64_t steps = wl->trace ? (wl->trace->steps < PROFILE_FETCHES ? wl->trace->steps : PROFILE_FETCHES)
                                      : PROFILE_FETCHES;
     int64_t *profile = malloc(per * steps * sizeof(int64_t));
@@ -445,7 +449,8 @@ static _Noreturn void usage(int rc)
             "  --packs N       scale packs per row (default 0; 1 for FP8 rows with their scales)\n"
             "  --dist D        generated rows: uniform (default) or zipf\n"
             "  --cache-pct P   a hot-row cache of P%% of the table's rows (0..100, default 0), chosen from a\n"
-            "                  profile of 16 fetches the timed ones do not repeat (a trace's first 16 steps)\n");
+            "                  profile of 16 fetches of the largest shape the timed ones do not repeat (a\n"
+            "                  trace's first 16 steps); at most the profile's distinct rows\n");
     exit(rc);
 }
 
