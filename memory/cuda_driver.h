@@ -20,7 +20,7 @@
     X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle) X(cuMemGetAllocationPropertiesFromHandle) \
     X(cuMemGetAddressRange) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap)             \
     X(cuMemSetAccess) X(cuPointerGetAttribute) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) \
-    X(cuLaunchKernel) X(cuGetErrorString) X(cuStreamWaitValue32)
+    X(cuLaunchKernel) X(cuGetErrorString) X(cuStreamWaitValue32) X(cuStreamWriteValue32)
 
 #define ENGRAM_CU_FIELD(f) __typeof__(&f) f;
 typedef struct engram_cu_driver {

@@ -25,15 +25,18 @@ struct engram_gpu_host {
     uint32_t *counts;               /* pinned, mapped [slots][max_chunks]: staged misses (with a cache) */
     const uint32_t *counts_dev;
     uint32_t *dst_rows;             /* pinned [slots][slot_rows]: a staged miss's receive row */
+    uint32_t *ready;                /* pinned, mapped [slots]: each job's ready word */
+    uint32_t *ready_dev;
     uint32_t max_chunks;
     uint32_t *scales;               /* the replicated scales, host copy */
 };
 
 /* ---- CUDA's stream operations ---- */
-static const char *cuda_host_func(void *stream, void (*fn)(void *), void *arg)
+static const char *cuda_write(void *stream, void *flag_dev, uint32_t value)
 {
-    cudaError_t ce = cudaLaunchHostFunc((cudaStream_t)stream, fn, arg);
-    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
+    CUresult r = engram_cu.cuStreamWriteValue32((CUstream)stream, (CUdeviceptr)(uintptr_t)flag_dev, value,
+                                                CU_STREAM_WRITE_VALUE_DEFAULT);
+    return r == CUDA_SUCCESS ? NULL : engram_cu_str(r);
 }
 
 static const char *cuda_wait_geq(void *stream, const void *flag_dev, uint32_t value)
@@ -71,7 +74,7 @@ static const char *cuda_place(void *stream, const void *cache_dev, const char *s
 }
 
 static const engram_gather_stream_ops_t cuda_stream_ops = {
-    .host_func = cuda_host_func,
+    .write = cuda_write,
     .wait_geq = cuda_wait_geq,
     .copy = cuda_copy,
     .hits = cuda_hits,
@@ -139,12 +142,17 @@ static engram_status_t alloc_pinned(engram_table_t *t, engram_gpu_host_t *h)
         ce = cudaHostGetDevicePointer((void **)&h->counts_dev, h->counts, 0);
     if (ce == cudaSuccess)
         ce = cudaHostAlloc((void **)&h->dst_rows, slots * z->slot_rows * sizeof(*h->dst_rows), cudaHostAllocMapped);
+    if (ce == cudaSuccess)
+        ce = cudaHostAlloc((void **)&h->ready, slots * sizeof(*h->ready), cudaHostAllocMapped);
+    if (ce == cudaSuccess)
+        ce = cudaHostGetDevicePointer((void **)&h->ready_dev, h->ready, 0);
     if (ce != cudaSuccess)
         return cuda_error("allocating the pinned staging", ce);
     if (h->scales_stage != NULL) /* column-major padding is never written: zero, not stale */
         memset(h->scales_stage, 0, slots * z->slot_scale_elems * sizeof(uint32_t));
     memset(h->flags, 0, slots * h->max_chunks * sizeof(*h->flags));
     memset(h->counts, 0, slots * h->max_chunks * sizeof(*h->counts));
+    memset(h->ready, 0, slots * sizeof(*h->ready));
     if (z->scales_bytes > 0 && (h->scales = malloc(z->scales_bytes)) == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table, host_gather: out of memory for %llu bytes of scales",
                             (unsigned long long)z->scales_bytes);
@@ -207,6 +215,8 @@ static engram_status_t make_jobs(engram_table_t *t, engram_gpu_table_t *g, engra
             .dst_rows = h->dst_rows + (uint64_t)s * z->slot_rows,
             .counts = h->counts + (uint64_t)s * h->max_chunks,
             .counts_dev = h->counts_dev + (uint64_t)s * h->max_chunks,
+            .ready = h->ready + s,
+            .ready_dev = h->ready_dev + s,
             .max_rows = z->slot_rows,
             .max_chunks = h->max_chunks,
         };
@@ -265,6 +275,7 @@ void engram_gpu_host_gather_destroy(engram_table_t *t, engram_gpu_table_t *g)
     free(h->jobs);
     cudaFreeHost(h->flags);
     cudaFreeHost(h->counts);
+    cudaFreeHost(h->ready);
     cudaFreeHost(h->dst_rows);
     cudaFreeHost(h->scales_stage);
     cudaFreeHost(h->staging);

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hal/deadline.h"
@@ -30,6 +31,9 @@ enum {
 /* How long an idle thread polls for the next job before it sleeps: back to
  * back fetches find it awake, an idle table costs no CPU. */
 #define IDLE_SPIN_NS 200000
+/* How often a job posted but not reached by its stream is looked at once
+ * it has waited IDLE_SPIN_NS. */
+#define POLL_SLEEP_NS 20000
 
 struct engram_gather_job {
     engram_gather_pool_t *pool;
@@ -48,6 +52,7 @@ struct engram_gather_job {
     atomic_ullong bad_count, bad_first, hits;
     atomic_bool abandoned;
     atomic_bool finished;
+    uint32_t seq;              /* this fetch's: what the stream writes into buf.ready once its indices are copied */
     int workers; /* pool->mu */
     engram_gather_job_t *next; /* the pool's queue */
 };
@@ -235,29 +240,65 @@ static void work_on(engram_gather_job_t *j)
     }
 }
 
-/* The job a worker joins, under pool->mu; NULL once stopping. */
+/* Whether the pool may begin a posted job: the stream has copied its
+ * indices (and written their seq after them), or it is abandoned. */
+static bool job_ready(const engram_gather_job_t *j)
+{
+    return __atomic_load_n(j->buf.ready, __ATOMIC_ACQUIRE) == j->seq ||
+           atomic_load_explicit(&j->abandoned, memory_order_relaxed);
+}
+
+/* The first posted job that is ready, unlinked; NULL if none (pool->mu). */
+static engram_gather_job_t *unlink_ready(engram_gather_pool_t *p)
+{
+    for (engram_gather_job_t *prev = NULL, *j = p->head; j != NULL; prev = j, j = j->next) {
+        if (!job_ready(j))
+            continue;
+        if (prev != NULL)
+            prev->next = j->next;
+        else
+            p->head = j->next;
+        if (p->tail == j)
+            p->tail = prev;
+        return j;
+    }
+    return NULL;
+}
+
+/* The job a worker joins, under pool->mu; NULL once stopping. Jobs are
+ * begun as their streams reach them, not in the order they were posted, so
+ * one stream waiting on another's fetch never holds the pool. */
 static engram_gather_job_t *take_job(engram_gather_pool_t *p)
 {
+    int64_t polling_since = 0;
     for (;;) {
         if (p->stop)
             return NULL;
-        if (p->current == NULL && p->head != NULL) {
-            p->current = p->head;
-            p->head = p->head->next;
-            if (p->head == NULL)
-                p->tail = NULL;
-        }
+        if (p->current == NULL)
+            p->current = unlink_ready(p);
         if (p->current != NULL) {
             p->current->workers++;
             return p->current;
         }
+        const bool posted = p->head != NULL; /* posted, not ready: its stream writes the word, nothing signals */
         unsigned long long seen = atomic_load(&p->posts);
         pthread_mutex_unlock(&p->mu);
-        int64_t until = engram_now_ns() + IDLE_SPIN_NS;
-        while (atomic_load_explicit(&p->posts, memory_order_relaxed) == seen && engram_now_ns() < until)
-            sched_yield();
+        const int64_t now = engram_now_ns();
+        if (posted) {
+            if (polling_since == 0)
+                polling_since = now;
+            if (now - polling_since < IDLE_SPIN_NS)
+                sched_yield();
+            else
+                nanosleep(&(struct timespec){.tv_nsec = POLL_SLEEP_NS}, NULL); /* a stream held up long */
+        } else {
+            polling_since = 0;
+            while (atomic_load_explicit(&p->posts, memory_order_relaxed) == seen &&
+                   engram_now_ns() < now + IDLE_SPIN_NS)
+                sched_yield();
+        }
         pthread_mutex_lock(&p->mu);
-        if (atomic_load(&p->posts) == seen && !p->stop && p->head == NULL)
+        if (!posted && atomic_load(&p->posts) == seen && !p->stop && p->head == NULL)
             pthread_cond_wait(&p->cv, &p->mu);
     }
 }
@@ -349,6 +390,7 @@ engram_status_t engram_gather_job_create(engram_gather_pool_t *pool, const engra
                                          engram_gather_job_t **out)
 {
     if (pool == NULL || src == NULL || buf == NULL || out == NULL || src->row_bytes == 0 || chunk_bytes == 0 ||
+        buf->ready == NULL ||
         buf->max_rows > UINT32_MAX ||
         buf->max_chunks != engram_gather_max_chunks(buf->max_rows, src->row_bytes, chunk_bytes))
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "host_gather job: inconsistent arguments");
@@ -370,6 +412,7 @@ engram_status_t engram_gather_job_create(engram_gather_pool_t *pool, const engra
     j->src = *src;
     j->buf = *buf;
     j->chunk_bytes = chunk_bytes;
+    j->seq = __atomic_load_n(buf->ready, __ATOMIC_RELAXED); /* the next fetch's seq differs from the word */
     atomic_init(&j->finished, true);
     *out = j;
     return ENGRAM_OK;
@@ -384,11 +427,10 @@ void engram_gather_job_destroy(engram_gather_job_t *j)
     free(j);
 }
 
-/* The host function of step 2 (runs on CUDA's callback thread: no CUDA
- * calls, nothing that blocks beyond the pool's mutex). */
-static void post_job(void *arg)
+/* Step 2's other half: the job on the pool's list, begun once the stream
+ * has written its seq (job_ready). */
+static void post_job(engram_gather_job_t *j)
 {
-    engram_gather_job_t *j = arg;
     engram_gather_pool_t *p = j->pool;
     pthread_mutex_lock(&p->mu);
     j->next = NULL;
@@ -501,13 +543,13 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
     const char *err = ops->copy(stream, j->buf.indices, indices, num_rows * sizeof(*indices));
     if (err != NULL)
         return stream_error("queueing the indices' copy", err);
+    j->seq++;
+    err = ops->write(stream, j->buf.ready_dev, j->seq);
+    if (err != NULL)
+        return stream_error("queueing the pool's start", err);
     /* posted from here on: finished again once the pool has done it */
     atomic_store_explicit(&j->finished, false, memory_order_release);
-    err = ops->host_func(stream, post_job, j);
-    if (err != NULL) {
-        atomic_store_explicit(&j->finished, true, memory_order_release);
-        return stream_error("queueing the pool's start", err);
-    }
+    post_job(j);
     engram_status_t st = queue_copies(j, ops, stream, cache, indices, rows_dst, scales_dst);
     if (st != ENGRAM_OK)
         engram_gather_job_abandon(j); /* the waits already queued must pass */

@@ -9,9 +9,12 @@
  * One fetch, all queued on the caller's stream, so the calling thread
  * never blocks and the rows are valid in the stream's order:
  *   1. a copy of the indices into the job's pinned index list;
- *   2. a host function that posts the job to the pool (it only signals:
- *      a host function that waited for the gather would hold CUDA's
- *      callback thread, which every stream of the process shares);
+ *   2. a write of the fetch's seq into the job's ready word (a stream
+ *      memory operation on host-mapped memory, ordered after the copy);
+ *      the job is on the pool's list from the call, and the pool begins
+ *      it when the word holds its seq: no host function, so neither CUDA's
+ *      callback thread (shared by every stream of the process, and slow to
+ *      wake beside a busy pool) nor its latency is on the fetch's path;
  *   3. per chunk k: a wait until flags[k] >= 1 (a stream memory operation
  *      on host-mapped memory: the GPU's front end waits, no SM and no host
  *      thread), then the chunk's copy from staging to the receive rows, so
@@ -48,7 +51,8 @@
 /* What a stream can be asked to do, in its order. Each returns NULL, or
  * the text of the error that kept it from being queued (static text). */
 typedef struct engram_gather_stream_ops {
-    const char *(*host_func)(void *stream, void (*fn)(void *), void *arg);
+    /* Writes value into *flag_dev once the work before it is done. */
+    const char *(*write)(void *stream, void *flag_dev, uint32_t value);
     /* Waits until *flag >= value; flag_dev is the flag's device address. */
     const char *(*wait_geq)(void *stream, const void *flag_dev, uint32_t value);
     const char *(*copy)(void *stream, void *dst, const void *src, size_t bytes);
@@ -90,7 +94,8 @@ typedef struct engram_gather_job engram_gather_job_t;
  * `numa_node` where the machine says which they are (-1: unbound). */
 engram_status_t engram_gather_pool_create(int threads, int numa_node, engram_gather_pool_t **out);
 /* Stops and joins the threads. Every job must be finished or abandoned
- * (engram_gather_job_abandon) and no host function left to run. */
+ * (engram_gather_job_abandon lets a posted job finish: the pool runs past
+ * it). */
 void engram_gather_pool_destroy(engram_gather_pool_t *pool);
 int engram_gather_pool_threads(const engram_gather_pool_t *pool);
 
@@ -113,6 +118,8 @@ typedef struct engram_gather_buffers {
     uint32_t *scales;        /* [max scale elems], NULL when packs == 0 */
     uint32_t *flags;         /* [max_chunks] */
     const void *flags_dev;
+    const uint32_t *ready;   /* the job's ready word (step 2), and its device address */
+    void *ready_dev;
     uint32_t *dst_rows;      /* [max_rows]: a staged row's receive row (with a cache); NULL without */
     uint32_t *counts;        /* [max_chunks]: a chunk's staged rows (with a cache); NULL without */
     const void *counts_dev;

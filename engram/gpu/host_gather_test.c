@@ -1,6 +1,6 @@
 /* The host-gather pool and its jobs against a host fake of a CUDA stream
- * (a thread running queued host functions, flag waits and copies in
- * order): chunking and pipelining, routing (direct and hybrid), bad
+ * (a thread running queued flag writes, flag waits, copies and the
+ * cache's kernels in order): chunking and pipelining, routing (direct and hybrid), bad
  * indices, scales in both layouts, several jobs in flight, the pool's
  * lifecycle and every error path. Every fetched row is compared with the
  * table indexed on the host. */
@@ -15,11 +15,9 @@
 #include "tests/check.h"
 
 /* ---- the fake stream ---- */
-enum { OP_FUNC, OP_WAIT, OP_COPY, OP_HITS, OP_PLACE, OP_QUIT };
+enum { OP_WRITE, OP_WAIT, OP_COPY, OP_HITS, OP_PLACE, OP_QUIT };
 typedef struct op {
     int kind;
-    void (*fn)(void *);
-    void *arg;
     const uint32_t *flag;
     uint32_t value;
     void *dst;
@@ -63,8 +61,8 @@ static void *stream_main(void *arg)
             s->tail = NULL;
         pthread_mutex_unlock(&s->mu);
         int kind = o->kind;
-        if (kind == OP_FUNC)
-            o->fn(o->arg);
+        if (kind == OP_WRITE)
+            __atomic_store_n((uint32_t *)o->dst, o->value, __ATOMIC_RELEASE);
         else if (kind == OP_WAIT)
             while (__atomic_load_n(o->flag, __ATOMIC_ACQUIRE) < o->value)
                 sched_yield();
@@ -122,9 +120,9 @@ static const char *push(fake_stream_t *s, op_t o)
     return NULL;
 }
 
-static const char *fake_host_func(void *stream, void (*fn)(void *), void *arg)
+static const char *fake_write(void *stream, void *flag_dev, uint32_t value)
 {
-    return push(stream, (op_t){.kind = OP_FUNC, .fn = fn, .arg = arg});
+    return push(stream, (op_t){.kind = OP_WRITE, .dst = flag_dev, .value = value});
 }
 
 static const char *fake_wait(void *stream, const void *flag_dev, uint32_t value)
@@ -152,7 +150,7 @@ static const char *fake_place(void *stream, const void *cache_dev, const char *s
                                .count = cap, .row_bytes = row_bytes, .dst = rows_dst});
 }
 
-static const engram_gather_stream_ops_t fake_ops = {fake_host_func, fake_wait, fake_copy, fake_hits, fake_place};
+static const engram_gather_stream_ops_t fake_ops = {fake_write, fake_wait, fake_copy, fake_hits, fake_place};
 
 static void stream_start(fake_stream_t *s)
 {
@@ -254,6 +252,7 @@ typedef struct slot {
     engram_gather_job_t *job;
     char *rows;      /* the "GPU" receive rows */
     uint32_t *scales_out;
+    uint32_t *ready; /* the job's ready word */
 } slot_t;
 
 static uint64_t max_scale_elems(const shape_t *sh, uint32_t max_tokens, uint32_t ept)
@@ -279,6 +278,9 @@ static void slot_make(slot_t *s, engram_gather_pool_t *pool, const table_t *t, u
     };
     s->buf.flags_dev = s->buf.flags;
     s->buf.counts_dev = s->buf.counts;
+    s->ready = calloc(1, sizeof(uint32_t));
+    s->buf.ready = s->ready;
+    s->buf.ready_dev = s->ready;
     s->rows = calloc(rows ? rows : 1, sh->row_bytes);
     s->scales_out = sh->packs ? calloc(selems, sizeof(uint32_t)) : NULL;
     CHECK(s->buf.indices && s->buf.staging && s->buf.flags && s->rows);
@@ -294,6 +296,7 @@ static void slot_free(slot_t *s)
     free(s->buf.flags);
     free(s->buf.dst_rows);
     free(s->buf.counts);
+    free(s->ready);
     free(s->rows);
     free(s->scales_out);
 }
@@ -634,6 +637,47 @@ static void test_abandon(void)
     table_free(&t);
 }
 
+/* The pool begins jobs as their streams reach them: a job posted first
+ * whose stream waits on a later job's completion does not hold the pool. */
+static void test_ready_out_of_order(void)
+{
+    table_t t;
+    table_make(&t, (shape_t){2, 1, 512, 64, 1, 0, 2, 0, 2048});
+    engram_gather_pool_t *pool;
+    CHECK_OK(engram_gather_pool_create(2, -1, &pool));
+    fake_stream_t a, b;
+    stream_start(&a);
+    stream_start(&b);
+    slot_t first, second;
+    slot_make(&first, pool, &t, 16, 8);
+    slot_make(&second, pool, &t, 16, 8);
+    int64_t idx1[128], idx2[128];
+    for (int r = 0; r < 128; r++) {
+        idx1[r] = r * 13 % 1024;
+        idx2[r] = r * 29 % 1024;
+    }
+    uint32_t gate = 0;
+    CHECK(fake_wait(&a, &gate, 1) == NULL); /* a waits for b's fetch */
+    CHECK_OK(engram_gather_job_queue(first.job, &fake_ops, &a, idx1, 16, 8, false, NULL, first.rows,
+                                     first.scales_out));
+    CHECK_OK(engram_gather_job_queue(second.job, &fake_ops, &b, idx2, 16, 8, true, NULL, second.rows,
+                                     second.scales_out));
+    stream_sync(&b);
+    wait_finished(&second);
+    check_fetch(&t, &second, idx2, 16, 8, true);
+    CHECK(!engram_gather_job_finished(first.job));
+    __atomic_store_n(&gate, 1u, __ATOMIC_RELEASE);
+    stream_sync(&a);
+    wait_finished(&first);
+    check_fetch(&t, &first, idx1, 16, 8, false);
+    stream_stop(&a);
+    stream_stop(&b);
+    slot_free(&first);
+    slot_free(&second);
+    engram_gather_pool_destroy(pool);
+    table_free(&t);
+}
+
 static void test_pool_args(void)
 {
     engram_gather_pool_t *pool = NULL;
@@ -676,6 +720,7 @@ int main(void)
     test_in_flight();
     test_queue_errors();
     test_abandon();
+    test_ready_out_of_order();
     test_every_size();
     printf("host_gather_test: ok\n");
     return 0;
