@@ -247,7 +247,7 @@ class Buffer:
         with self._on_device():
             self._table = _engram.Table(self.group, num_entries, row_bytes, num_entries_per_token, num_max_tokens,
                                         num_sf_packs, _RECV[recv], cfg, self._rt.dl_code, self._rt.dl_bits, hidden,
-                                        device, stream_ordered, _flat)
+                                        device, stream_ordered=stream_ordered, flat=_flat)
         self._conv = {}
 
     def _on_device(self):
