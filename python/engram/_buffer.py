@@ -185,7 +185,8 @@ class Buffer:
     A fetch's error (bad indices: those rows are zero; a failure; a
     timeout) is raised by the first engram_fetch, hook call or
     synchronize() on the buffer after the library has seen the fetch
-    complete, synchronize() waiting for every fetch first; destroy()
+    complete (its own hook, with the rows, if it was complete by then),
+    synchronize() waiting for every fetch first; destroy()
     raises it after tearing down. A kernel fault is also the CUDA
     context's sticky error, which torch raises at its next
     synchronization. Where rows of other nodes come through the host
