@@ -215,7 +215,7 @@ class ElasticBuffer:
         if self._buffer is None:
             raise _engram.StateError("engram_fetch before any engram_write: the table is made by the first "
                                      "engram_write")
-        num_qps = check_int("num_qps", num_qps, 0, I32) or self._num_qps
+        num_qps = num_qps or self._num_qps  # Buffer.engram_fetch checks it
         if use_tma_aligned_col_major_sf and self._sf_dtype is not None and not _is_torch_tensor(indices):
             raise InvalidArgumentError("engram_fetch: use_tma_aligned_col_major_sf needs torch indices (the "
                                        "column-major scales are a torch tensor)")

@@ -78,7 +78,8 @@ static int init_impl(eg_table_t *self, PyObject *args, PyObject *kwargs)
         return eg_raise(eg_InvalidArgumentError, "stream_ordered: a recv='host' buffer's rows are written by the "
                                                  "host transport, with no stream to order them; its hook waits"), -1;
     if (flat && per_token != 1)
-        return eg_raise(eg_InvalidArgumentError, "flat: the table's entries_per_token must be 1, got %u", per_token), -1;
+        return eg_raise(eg_InvalidArgumentError, "flat: the table's entries_per_token must be 1, got %u",
+                        per_token), -1;
     engram_group_t *g = eg_group_get(group);
     if (g == NULL)
         return -1;
