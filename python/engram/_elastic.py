@@ -115,7 +115,8 @@ class ElasticBuffer:
         self._config = dict(config or {})
         self._device = device
         self._buffer = None  # the table, made at the first engram_write
-        self._layout = None  # (num_entries, hidden, dtype name, sf packs, sf dtype) it was made with
+        self._layout = None  # what it was made from (_describe's dict: shape, dtype, scale packs and dtype)
+        self._sf_dtype = None  # the scales' dtype, which the hook hands them back in
         self._group.barrier()  # as DeepEP's constructor ends
 
     # -- sizes -----------------------------------------------------------
