@@ -194,7 +194,7 @@ def stream_bad_fetch(ctx, buf):
     copy of the bad index's row (zero-filled once the stream gets there)."""
     idx = ctx.indices()
     idx[6, 2] = -1
-    dev_idx = idx.cuda()
+    dev_idx = idx.cuda()  # before the sleep: a copy from pageable memory returns once the stream has run it
     torch.cuda._sleep(SLEEP_CYCLES)
     rows, _ = buf.engram_fetch(dev_idx)()
     return rows, rows.view(torch.uint8).reshape(T, K, H * 2)[6, 2].clone()
@@ -220,9 +220,10 @@ def case_stream_hook_error_at_next_fetch(ctx):
 
 def case_stream_hook_error_at_next_hook(ctx):
     buf = stream_buffer(ctx)
-    rows, zero = stream_bad_fetch(ctx, buf)
     idx = ctx.indices()
-    hook = buf.engram_fetch(idx.cuda())  # issued while the GPU still sleeps: nothing to raise yet
+    dev_idx = idx.cuda()  # before the sleep: a copy from pageable memory returns once the stream has run it
+    rows, zero = stream_bad_fetch(ctx, buf)
+    hook = buf.engram_fetch(dev_idx)  # issued while the GPU still sleeps: nothing to raise yet
     torch.cuda.synchronize()
     check_deferred(expect(engram.BadIndexError, hook))
     good, _ = hook()  # a hook that raised without rows may be called again
@@ -245,9 +246,10 @@ def case_stream_hook_error_at_synchronize_and_destroy(ctx):
 
 
 def case_stream_hook_timeout_at_synchronize(ctx):
-    buf = stream_buffer(ctx, timeout_ms=1000)
+    buf = stream_buffer(ctx, timeout_ms=1000, gpu_sms=0)  # gpu_sms=0: no timing at creation, well within 1 s
+    dev_idx = ctx.indices().cuda()
     torch.cuda._sleep(SLEEP_CYCLES * 30)  # ~3 s: past timeout_ms
-    rows, _ = buf.engram_fetch(ctx.indices().cuda())()
+    rows, _ = buf.engram_fetch(dev_idx)()
     del rows
     e = expect(engram.TimeoutError, buf.synchronize, match="earlier stream-ordered fetch")
     del e
