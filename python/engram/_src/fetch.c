@@ -140,6 +140,11 @@ static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col
     memset(&self->indices, 0, sizeof(self->indices));
     self->tracked = 0;
     int queues = num_qps > 0 && num_qps < t->queues ? num_qps : t->queues;
+    /* a flat table's fetch spreads its rows over the queues as the tokens
+     * they belong to would be: a token's rows on one queue (each queue a
+     * fetch uses costs a flush) */
+    if (t->flat && (uint32_t)queues > self->view_tokens)
+        queues = self->view_tokens > 0 ? (int)self->view_tokens : 1;
     engram_status_t st;
     for (;;) {
         /* stream-ordered: an earlier fetch's error first (this one is then not issued) */
