@@ -139,7 +139,8 @@ class Hook:
         try:
             rows, sf = self._fetch.wait_capsules() if conv.capsules else self._fetch.wait()
         except BadIndexError as e:
-            e.rows = conv.array_rows(e.rows)
+            # an earlier stream-ordered fetch's error carries no rows (its views were the caller's)
+            e.rows = None if e.rows is None else conv.array_rows(e.rows)
             e.sf = None if e.sf is None else conv.array_sf(e.sf)
             raise
         return conv.rows(rows), (None if sf is None else conv.sf(sf))
