@@ -71,9 +71,26 @@ engram_fetch_slot_t *engram_fetch_begin(engram_table_t *t, int first_queue, int 
     return f;
 }
 
-int engram_fetch_queue(const engram_fetch_slot_t *f, uint32_t token)
+/* The first token of the fetch's queue j (relative): the least t with
+ * t * num_queues >= j * num_tokens. */
+static uint64_t queue_start(const engram_fetch_slot_t *f, uint64_t j)
 {
-    return f->first_queue + (int)((uint64_t)token * (uint64_t)f->num_queues / f->num_tokens);
+    return (j * f->num_tokens + (uint64_t)f->num_queues - 1) / (uint64_t)f->num_queues;
+}
+
+void engram_queue_walk_begin(const engram_fetch_slot_t *f, engram_queue_walk_t *w)
+{
+    w->queue = f->first_queue;
+    w->next = queue_start(f, 1);
+}
+
+int engram_queue_walk_to(const engram_fetch_slot_t *f, engram_queue_walk_t *w, uint32_t token)
+{
+    while (token >= w->next) { /* past the last queue, next is num_tokens: never reached */
+        w->queue++;
+        w->next = queue_start(f, (uint64_t)(w->queue - f->first_queue) + 1);
+    }
+    return w->queue;
 }
 
 engram_status_t engram_fetch_get_row(engram_fetch_slot_t *f, int queue, const engram_route_t *r, engram_region_t *dst,
@@ -122,8 +139,10 @@ static engram_status_t issue_rows(engram_fetch_slot_t *f, const int64_t *indices
     const uint32_t ept = t->params.entries_per_token;
     const uint32_t row_bytes = t->params.row_bytes;
     const uint64_t recv_base = (uint64_t)((char *)f->rows - (char *)t->recv->addr);
+    engram_queue_walk_t walk;
+    engram_queue_walk_begin(f, &walk);
     for (uint32_t tok = 0; tok < f->num_tokens; tok++) {
-        int queue = engram_fetch_queue(f, tok);
+        int queue = engram_queue_walk_to(f, &walk, tok);
         for (uint32_t e = 0; e < ept; e++) {
             uint64_t row = (uint64_t)tok * ept + e;
             int64_t idx = indices[row];

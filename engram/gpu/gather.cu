@@ -1,9 +1,9 @@
 // The GPU fetch: route every row with hal/routing.h (the host path's own
 // header) and copy it straight out of the mapped shards of this node; rows
 // owned by other nodes are left for the host transport's staged copy, which
-// scatter_rows places afterwards on the same stream. Each thread keeps
-// UNROLL independent vector loads in flight before its first store, so a few
-// SMs hide the latency of reads across PCIe or NVLink. The kernel is
+// engram_fetch_wait_impl places afterwards on the same stream. Each thread
+// keeps UNROLL independent vector loads in flight before its first store, so
+// a few SMs hide the latency of reads across PCIe or NVLink. The kernel is
 // launched with programmatic dependent launch so back-to-back fetches
 // overlap one launch with the previous kernel's tail; it waits for its
 // predecessor before touching memory, so stream order is kept
@@ -12,6 +12,12 @@
 // would otherwise take each SM a fetch block frees; anything queued between
 // the two kernels (an event record) breaks that chain, which is why the
 // kernel itself can signal completion (args.seq).
+//
+// The two row kernels carry the names profilers show (kineto, nsys) and
+// DeepEP's engram test times by: engram_fetch_impl is the fetch (this
+// node's rows, the scales, the bad-index rule), engram_fetch_wait_impl the
+// work of its completion on the GPU (placing the rows of other nodes once
+// the host has seen their gets complete).
 #include <cuda_runtime.h>
 
 #include "engram/gpu/gather.h"
@@ -21,7 +27,7 @@ namespace {
 constexpr int kThreads = 1024;
 constexpr int kUnroll = 4;
 // A fetch of at most this many row bytes releases the next fetch's launch
-// at each thread's last step, a longer one at its start (gather_rows).
+// at each thread's last step, a longer one at its start (engram_fetch_impl).
 constexpr uint64_t kReleaseLateBytes = 8u << 20;
 
 template <typename V>
@@ -111,7 +117,7 @@ __device__ __forceinline__ unsigned load_step(const engram_gpu_gather_args_t &a,
 }
 
 template <typename V>
-__global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gather_args_t a, int vpr_log2)
+__global__ void __launch_bounds__(kThreads, 1) engram_fetch_impl(const engram_gpu_gather_args_t a, int vpr_log2)
 {
     __shared__ unsigned long long bad_count, bad_first, hit_count;
     const uint32_t vpr = a.row_bytes / sizeof(V);
@@ -233,8 +239,8 @@ __global__ void __launch_bounds__(kThreads, 1) gather_rows(const engram_gpu_gath
 // per step (these rows are the minority that crossed the host transport).
 template <typename V>
 __global__ void __launch_bounds__(kThreads, 1)
-    scatter_rows(const V *staged, const uint32_t *dst_row, const uint32_t *src, uint32_t count, uint32_t vpr,
-                 V *rows)
+    engram_fetch_wait_impl(const V *staged, const uint32_t *dst_row, const uint32_t *src, uint32_t count,
+                           uint32_t vpr, V *rows)
 {
     const uint64_t total = (uint64_t)count * vpr;
     const uint64_t nthreads = (uint64_t)gridDim.x * blockDim.x;
@@ -350,14 +356,14 @@ extern "C" int engram_gpu_kernels_load(void)
         if (ce == cudaSuccess)
             ce = by_vector(row_bytes, [&](auto v) {
                 using V = decltype(v);
-                cudaError_t e = cudaFuncGetAttributes(&attr, gather_rows<V>);
+                cudaError_t e = cudaFuncGetAttributes(&attr, engram_fetch_impl<V>);
                 if (e == cudaSuccess)
                     e = cudaFuncGetAttributes(&attr, copy_repeats<V>);
                 if (e == cudaSuccess)
                     e = cudaFuncGetAttributes(&attr, hot_hits<V>);
                 if (e == cudaSuccess)
                     e = cudaFuncGetAttributes(&attr, place_rows<V>);
-                return e == cudaSuccess ? cudaFuncGetAttributes(&attr, scatter_rows<V>) : e;
+                return e == cudaSuccess ? cudaFuncGetAttributes(&attr, engram_fetch_wait_impl<V>) : e;
             });
     return ce == cudaSuccess ? cudaFuncGetAttributes(&attr, mark_firsts) : ce;
 }
@@ -389,7 +395,7 @@ extern "C" int engram_gpu_gather_launch(const engram_gpu_gather_args_t *a, int b
         cfg.stream = s;
         cfg.attrs = attrs;
         cfg.numAttrs = blocks % 2 == 0 ? 2 : 1;
-        return cudaLaunchKernelEx(&cfg, gather_rows<V>, *a, engram_route_log2(vpr));
+        return cudaLaunchKernelEx(&cfg, engram_fetch_impl<V>, *a, engram_route_log2(vpr));
     });
 }
 
@@ -399,8 +405,9 @@ extern "C" int engram_gpu_scatter_launch(const char *staged, const uint32_t *dst
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     return by_vector(row_bytes, [&](auto v) {
         using V = decltype(v);
-        scatter_rows<V><<<blocks, kThreads, 0, s>>>(reinterpret_cast<const V *>(staged), dst_row, src, count,
-                                                    row_bytes / (uint32_t)sizeof(V), reinterpret_cast<V *>(rows));
+        engram_fetch_wait_impl<V><<<blocks, kThreads, 0, s>>>(reinterpret_cast<const V *>(staged), dst_row, src,
+                                                              count, row_bytes / (uint32_t)sizeof(V),
+                                                              reinterpret_cast<V *>(rows));
         return cudaGetLastError();
     });
 }

@@ -224,8 +224,10 @@ static engram_status_t issue_rows(engram_fetch_slot_t *f, engram_gpu_table_t *g,
                                             f->num_tokens * ept, t->shape.total_entries);
     uint32_t staged = 0;
     engram_status_t st = ENGRAM_OK;
+    engram_queue_walk_t walk;
+    engram_queue_walk_begin(f, &walk);
     for (uint32_t tok = 0; st == ENGRAM_OK && tok < f->num_tokens; tok++) {
-        int queue = engram_fetch_queue(f, tok);
+        int queue = engram_queue_walk_to(f, &walk, tok);
         for (uint32_t e = 0; st == ENGRAM_OK && e < ept; e++) {
             uint32_t row = tok * ept + e;
             engram_route_t route;

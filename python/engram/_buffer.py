@@ -82,10 +82,15 @@ def _int64_buffer(x, what):
     return np.ascontiguousarray(a.reshape(-1), dtype=np.int64)
 
 
-def _agree(group, mine):
+_CREATE_ADVICE = ("every rank must create the buffer with the same arguments and configuration (config=, "
+                  "ENGRAM_<KEY>, ENGRAM_CONFIG_FILE)")
+
+
+def _agree(group, mine, what="Buffer", advice=_CREATE_ADVICE):
     """Collective: every rank's `mine` (a dict of str -> str) must be equal;
-    else InvalidArgumentError on every rank, naming what differs and which
-    ranks have which value. One allgather of a digest when they agree."""
+    else InvalidArgumentError on every rank, "<what>: the ranks disagree on
+    ...; <advice>", naming what differs and which ranks have which value.
+    One allgather of a digest when they agree."""
     blob = json.dumps(mine, sort_keys=True).encode()
     digests = group.allgather(hashlib.sha256(blob).digest())
     if len(set(digests[i:i + 32] for i in range(0, len(digests), 32))) <= 1:
@@ -104,9 +109,7 @@ def _agree(group, mine):
             by_value.setdefault(v, []).append(r)
         parts.append("%s (%s)" % (key, "; ".join("%s %s: %r" % ("ranks" if len(rs) > 1 else "rank", _ranks(rs), v)
                                                  for v, rs in by_value.items())))
-    raise InvalidArgumentError("Buffer: the ranks disagree on %s; every rank must create the buffer with the same "
-                               "arguments and configuration (config=, ENGRAM_<KEY>, ENGRAM_CONFIG_FILE)"
-                               % ", ".join(parts))
+    raise InvalidArgumentError("%s: the ranks disagree on %s; %s" % (what, ", ".join(parts), advice))
 
 
 def _ranks(rs):
@@ -125,7 +128,9 @@ class Hook:
     ``rows, sf = hook()`` waits (the GIL released) and returns zero-copy views
     of the receive slot: ``rows`` [num_tokens, num_entries_per_token * hidden]
     and ``sf`` [num_tokens, num_entries_per_token * num_sf_packs] int32 (None
-    without scales). A call that raises without handing out rows (Ctrl-C,
+    without scales). On a buffer made with stream_ordered=True the hook does
+    not wait: the rows are valid for work queued on the fetch's stream after
+    it (see Buffer). A call that raises without handing out rows (Ctrl-C,
     engram.TimeoutError, engram.PeerError, ...) may be repeated: it waits
     again while the fetch is in flight, and raises the fetch's error again
     once the library has ended it. Once rows were handed out (also inside a
@@ -150,7 +155,8 @@ class Hook:
         try:
             rows, sf = self._fetch.wait_capsules() if conv.capsules else self._fetch.wait()
         except BadIndexError as e:
-            e.rows = conv.array_rows(e.rows)
+            # an earlier stream-ordered fetch's error carries no rows (its views were the caller's)
+            e.rows = None if e.rows is None else conv.array_rows(e.rows)
             e.sf = None if e.sf is None else conv.array_sf(e.sf)
             raise
         return conv.rows(rows), (None if sf is None else conv.sf(sf))
@@ -186,6 +192,24 @@ class Buffer:
     (0 = all the transport offers). config: more engram configuration keys
     (see `python -m engram.info`), e.g. {"transport": "ucx"}.
 
+    stream_ordered (recv="cuda"): the hook returns the rows at once, never
+    waiting; they are valid in the order of the fetch's stream (work queued
+    there after the fetch sees them, as with any kernel's output). The
+    slot is still held while the rows' tensors live, and freed without a
+    wait once they are gone and the GPU is done with it; the one wait left
+    is a fetch that finds all fetch_slots slots taken by fetches the GPU
+    has not finished (it waits for one of those whose tensors are gone).
+    A fetch's error (bad indices: those rows are zero; a failure; a
+    timeout) is raised by the first engram_fetch, hook call or
+    synchronize() on the buffer after the library has seen the fetch
+    complete (its own hook, with the rows, if it was complete by then),
+    synchronize() waiting for every fetch first; destroy()
+    raises it after tearing down. A kernel fault is also the CUDA
+    context's sticky error, which torch raises at its next
+    synchronization. Where rows of other nodes come through the host
+    transport (a group spanning nodes, other than nccl_gin) the hook
+    waits, as without stream_ordered.
+
     Creation and destroy() are collective. Use it as a context manager, or
     call destroy(): a buffer never destroyed is leaked (with a ResourceWarning),
     never torn down behind the other ranks' backs.
@@ -194,11 +218,16 @@ class Buffer:
     def __init__(self, group, num_entries: int, hidden: int, dtype, num_max_tokens: int,
                  num_entries_per_token: int, num_sf_packs: int = 0, recv: str = "cuda",
                  allow_hybrid_mode: bool = False, num_qps: int = 0, config: Optional[dict] = None, *,
-                 device: Optional[int] = None):
+                 device: Optional[int] = None, stream_ordered: bool = False, _flat: bool = False):
         from ._groups import Group, as_group
 
         if recv not in _RECV:
             raise InvalidArgumentError("recv: must be 'cuda' or 'host', got %r" % (recv,))
+        if not isinstance(stream_ordered, bool):
+            raise InvalidArgumentError("stream_ordered: must be True or False, got %r" % (stream_ordered,))
+        if stream_ordered and recv != "cuda":
+            raise InvalidArgumentError("stream_ordered: only for recv='cuda' (a recv='host' buffer's rows are "
+                                       "written by the host transport, with no stream to order them)")
         num_entries = check_int("num_entries", num_entries, 1, I64)
         hidden = check_int("hidden", hidden, 1, U32)
         num_max_tokens = check_int("num_max_tokens", num_max_tokens, 1, U32)
@@ -236,7 +265,7 @@ class Buffer:
         with self._on_device():
             self._table = _engram.Table(self.group, num_entries, row_bytes, num_entries_per_token, num_max_tokens,
                                         num_sf_packs, _RECV[recv], cfg, self._rt.dl_code, self._rt.dl_bits, hidden,
-                                        device)
+                                        device, stream_ordered=stream_ordered, flat=_flat)
         self._conv = {}
 
     def _on_device(self):
@@ -267,12 +296,16 @@ class Buffer:
         (any DLPack producer; GPU tensors are copied to the host first) and,
         with num_sf_packs > 0, the replicated global scales `sf`
         [num_ranks * num_entries, num_sf_packs] of 4-byte packs."""
-        refused = None
+        self._write(storage, sf)
+
+    def _write(self, storage, sf, refused=None):
+        """engram_write; refused: the caller's own refusal of these arguments
+        (a message), raised after this rank joined the write's agreement."""
         try:  # refused here, this rank still joins the write's agreement (in the extension): no rank waits
             _check_tensor(storage, "engram_write: storage")
             _check_tensor(sf, "engram_write: sf")
         except InvalidArgumentError as e:
-            refused = str(e)
+            refused = refused or str(e)
         if refused is None and _is_torch_tensor(storage):
             storage = storage.detach()
             if storage.is_cuda:
@@ -337,11 +370,28 @@ class Buffer:
             conv = self._conv[type(indices)] = converters(indices, self._rt)
         return Hook(fetch, conv, self._cuda_device)
 
+    def synchronize(self) -> None:
+        """Waits until the library has seen every stream-ordered fetch of the
+        buffer complete (GIL released, bounded by timeout_ms), then raises
+        the first error of one not raised yet: engram.BadIndexError (count,
+        first_token, first_entry; rows and sf None), engram.TimeoutError, ...
+        Returns at once on a buffer whose hook waits."""
+        with self._on_device():
+            self._table.synchronize()
+
+    @property
+    def stream_ordered(self) -> bool:
+        """Whether the hook hands out rows in stream order without waiting
+        (stream_ordered=True, and no rows of other nodes come through the
+        host transport)."""
+        return self._table.stream_ordered
+
     def destroy(self) -> None:
         """Collective teardown. engram.BusyError (on every rank) while any rank
         still holds a hook not called or released, or tensors viewing fetched
         rows; the buffer then stays usable. Destroying twice, or from two
-        threads at once, is harmless."""
+        threads at once, is harmless. Stream-ordered fetches are waited for
+        first; an error of one is raised once the buffer is torn down."""
         with self._on_device():
             self._table.destroy()
 

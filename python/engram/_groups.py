@@ -53,7 +53,8 @@ class Group(_engram.Group):
 
         def allgather(data: bytes):
             n = len(data)
-            out = torch.empty(size * n, dtype=torch.uint8)
+            out = torch.empty(size * n, dtype=torch.uint8, device="cpu")  # the side group is gloo's, whatever
+            # torch.set_default_device says (DeepEP's init_dist sets cuda)
             if n:
                 mine = torch.frombuffer(bytearray(data), dtype=torch.uint8)
                 _serving(dist.all_gather(list(out.split(n)), mine, group=cpu, async_op=True))

@@ -1,8 +1,12 @@
 """The device-tier cases (test_cuda.py): recv='cuda' with the table in host
 memory and in GPU memory, bf16 and fp8 + scales, int32 indices and an
-explicit stream, bad indices, lifecycle, and a fetch captured in a CUDA graph
-and replayed with new indices written into its static index tensor. Ranks
-share the GPUs round-robin."""
+explicit stream, bad indices, lifecycle, a fetch captured in a CUDA graph
+and replayed with new indices written into its static index tensor; the
+stream-ordered hook (never waiting, each place its errors surface, the
+1000-call loop target) and engram.ElasticBuffer (FP8 with float32 scales,
+both layouts). Ranks share the GPUs round-robin."""
+import time
+
 import torch
 
 import engram
@@ -181,6 +185,174 @@ def case_cuda_graph_capture_replay(ctx):
 
 def case_cuda_graph_fp8_scales_int32_device_table(ctx):
     check_graph(ctx, "device", P, torch.int32)
+
+
+# -- the stream-ordered hook ------------------------------------------------
+
+SLEEP_CYCLES = int(2e8)  # torch.cuda._sleep: about 0.1 s on an H200, far longer than any host call here
+
+
+def stream_buffer(ctx, **config):
+    buf = engram.Buffer(ctx.group, E, H, torch.bfloat16, T, K, recv="cuda", config=dict(ctx.config, **config),
+                        stream_ordered=True)
+    buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
+    assert buf.stream_ordered
+    return buf
+
+
+def case_stream_hook_never_waits(ctx):
+    """The GPU is held busy: fetch + hook return while the fetch has not
+    run, and the rows are right for work queued behind them."""
+    buf = stream_buffer(ctx)
+    stream = torch.cuda.Stream()
+    idx = ctx.indices()
+    with torch.cuda.stream(stream):
+        dev_idx = idx.cuda()
+        torch.cuda._sleep(SLEEP_CYCLES)
+        t0 = time.perf_counter()
+        rows, sf = buf.engram_fetch(dev_idx)()
+        took = time.perf_counter() - t0
+        assert not stream.query(), "the stream finished before the hook returned: nothing was left to order"
+        out = rows.view(torch.uint8).clone()  # stream-ordered consumer
+    assert took < 0.02, "fetch + hook took %.1f ms with the GPU busy: it waited" % (took * 1e3)
+    stream.synchronize()
+    assert sf is None and torch.equal(out.cpu(), ctx.full_bytes[idx].reshape(T, K * H * 2))
+    del rows, out
+    buf.synchronize()
+    buf.destroy()
+
+
+def stream_bad_fetch(ctx, buf):
+    """Queues a fetch with one bad index behind a sleep: its hook hands out
+    rows and raises nothing. Returns the rows and, queued behind them, a
+    copy of the bad index's row (zero-filled once the stream gets there)."""
+    idx = ctx.indices()
+    idx[6, 2] = -1
+    dev_idx = idx.cuda()  # before the sleep: a copy from pageable memory returns once the stream has run it
+    torch.cuda._sleep(SLEEP_CYCLES)
+    rows, _ = buf.engram_fetch(dev_idx)()
+    return rows, rows.view(torch.uint8).reshape(T, K, H * 2)[6, 2].clone()
+
+
+def check_deferred(e):
+    assert isinstance(e, engram.BadIndexError) and (e.count, e.first_token, e.first_entry) == (1, 6, 2), e
+    assert "earlier stream-ordered fetch" in str(e) and e.rows is None, str(e)
+
+
+def case_stream_hook_error_at_next_fetch(ctx):
+    buf = stream_buffer(ctx)
+    rows, zero = stream_bad_fetch(ctx, buf)
+    torch.cuda.synchronize()
+    assert not zero.any(), "the bad index's row is not zero-filled"
+    del rows  # handed over to the buffer
+    check_deferred(expect(engram.BadIndexError, buf.engram_fetch, ctx.indices().cuda()))
+    hook = buf.engram_fetch(ctx.indices().cuda())  # raised once: the next fetch runs
+    del hook
+    buf.synchronize()
+    buf.destroy()
+
+
+def case_stream_hook_error_at_next_hook(ctx):
+    buf = stream_buffer(ctx)
+    idx = ctx.indices()
+    dev_idx = idx.cuda()  # before the sleep: a copy from pageable memory returns once the stream has run it
+    rows, zero = stream_bad_fetch(ctx, buf)
+    hook = buf.engram_fetch(dev_idx)  # issued while the GPU still sleeps: nothing to raise yet
+    torch.cuda.synchronize()
+    check_deferred(expect(engram.BadIndexError, hook))
+    good, _ = hook()  # a hook that raised without rows may be called again
+    torch.cuda.synchronize()
+    assert torch.equal(good.view(torch.uint8).cpu(), ctx.full_bytes[idx].reshape(T, K * H * 2))
+    del rows, zero, good, hook
+    buf.destroy()
+
+
+def case_stream_hook_error_at_synchronize_and_destroy(ctx):
+    buf = stream_buffer(ctx)
+    rows, zero = stream_bad_fetch(ctx, buf)
+    check_deferred(expect(engram.BadIndexError, buf.synchronize))  # waits for the GPU itself
+    buf.synchronize()  # raised once
+    del rows, zero
+    rows, zero = stream_bad_fetch(ctx, buf)
+    del rows, zero
+    check_deferred(expect(engram.BadIndexError, buf.destroy))  # raised once torn down
+    assert buf.destroyed
+
+
+def case_stream_hook_timeout_at_synchronize(ctx):
+    buf = stream_buffer(ctx, timeout_ms=1000, gpu_sms=0)  # gpu_sms=0: no timing at creation, well within 1 s
+    dev_idx = ctx.indices().cuda()
+    torch.cuda._sleep(SLEEP_CYCLES * 30)  # ~3 s: past timeout_ms
+    rows, _ = buf.engram_fetch(dev_idx)()
+    del rows
+    e = expect(engram.TimeoutError, buf.synchronize, match="earlier stream-ordered fetch")
+    del e
+    torch.cuda.synchronize()
+    buf.destroy()
+
+
+def case_stream_hook_loop_target(ctx):
+    """1000 fetch + hook calls on one stream (512 x 24): per call on the
+    host (target <= 10 us) and GPU time per fetch against the blocking
+    hook's (target: no worse)."""
+    idx = ctx.indices().cuda()
+    results = {}
+    for ordered in (False, True):
+        buf = engram.Buffer(ctx.group, E, H, torch.bfloat16, T, K, recv="cuda", config=ctx.config,
+                            stream_ordered=ordered)
+        buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
+        for _ in range(20):
+            buf.engram_fetch(idx)()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        t0 = time.perf_counter()
+        for _ in range(1000):
+            buf.engram_fetch(idx)()
+        host_us = (time.perf_counter() - t0) * 1e3
+        end.record()
+        torch.cuda.synchronize()
+        results[ordered] = (host_us, start.elapsed_time(end))  # both: us per call (ms / 1000 calls)
+        buf.synchronize()
+        buf.destroy()
+    (b_host, b_gpu), (s_host, s_gpu) = results[False], results[True]
+    print("stream hook loop rank %d: stream-ordered %.2f us/call on the host, %.2f us/fetch on the GPU; blocking "
+          "%.2f us/call, %.2f us/fetch" % (ctx.rank, s_host, s_gpu, b_host, b_gpu), flush=True)
+    assert s_host <= 10, "stream-ordered fetch + hook: %.2f us per call on the host (target <= 10)" % s_host
+    assert s_gpu <= b_gpu * 1.05, "GPU time per fetch %.2f us stream-ordered, %.2f us blocking" % (s_gpu, b_gpu)
+
+
+# -- engram.ElasticBuffer on the GPU ----------------------------------------
+
+def elastic_buffer(ctx, dtype):
+    gpu, cpu = engram.ElasticBuffer.get_engram_storage_size_hint(E, H, T * K, dtype)
+    return engram.ElasticBuffer(ctx.group, num_bytes=gpu + cpu, num_cpu_bytes=cpu,
+                                explicitly_destroy=True, num_allocated_qps=132, allow_multiple_reduction=False,
+                                config=ctx.config)
+
+
+def case_elastic_fp8_float32_sf_both_layouts(ctx):
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    if fp8 is None:
+        raise Skip("torch has no float8_e4m3fn")
+    buf = elastic_buffer(ctx, fp8)
+    storage = ctx.shard_bytes[:, :H].contiguous().cuda().view(fp8)
+    sf = ctx.scales.view(torch.float32).cuda()  # replicated, float32 as per_token_cast_to_fp8 makes them
+    buf.engram_write(storage, sf=sf)
+    idx = ctx.indices().to(torch.int32).cuda()
+    ref_data = ctx.full_bytes[:, :H].cuda()[idx.view(-1).long()].view(T, -1)
+    ref_sf = sf[idx.view(-1).long()].view(T, -1)
+    for col_major in (False, True):
+        data, fetched_sf = buf.engram_fetch(idx, use_tma_aligned_col_major_sf=col_major)()
+        assert data.dtype == fp8 and torch.equal(ref_data, data.view(torch.uint8)), "data mismatch"
+        assert fetched_sf.dtype == torch.float32
+        assert torch.equal(ref_sf.view(torch.int32), fetched_sf.view(torch.int32)), "scales not bit-exact"
+        del data, fetched_sf
+    buf.destroy()
+
+
+class Skip(Exception):
+    """A case that cannot run here (ranks.py records the reason)."""
 
 
 CASES = [(name[len("case_"):], fn) for name, fn in globals().items() if name.startswith("case_")]

@@ -283,7 +283,7 @@ class _FakeTable:
     """The extension's Table, recording the current (fake) device of each call."""
     calls = []
 
-    def __init__(self, *args):
+    def __init__(self, *args, **kwargs):
         self.cuda, self.destroyed = _FakeTable.cuda, False
         self.calls.append(("create", self.cuda.current, args[-1]))
 

@@ -8,6 +8,10 @@
 #   examples/python/engram_fetch.py   DeepEP's default shape, recv=cuda, both
 #                                 gpu_table placements, and --overhead (C API vs Python)
 #   tools/overlap_bench.py        fetch beside a bf16 GEMM (OVERLAP=0 skips it)
+#   tools/elastic_overhead.py     engram.ElasticBuffer's cost per fetch over Buffer
+#   tools/deepep/run_deepep_engram_test.py   DeepEP's test_engram.py against
+#                                 engram.ElasticBuffer, where DEEPEP_DIR names a
+#                                 DeepEP checkout (DEEPEP_PROCESSES: 1)
 # and writes under OUT_DIR: python_gpu_tier.log (everything), pytest.xml,
 # engram_fetch_<placement>.txt, and a last line "python gpu tier: N passed,
 # N failed, N skipped; examples: N ok, N failed".
@@ -103,5 +107,24 @@ if [[ ${OVERLAP:-1} != 0 ]]; then
             bad=$((bad + 1))
         fi
     done
+fi
+echo "== elastic_overhead.py --recv cuda (ElasticBuffer's cost per fetch over Buffer; target <= 2 us)"
+if timeout 600 "$py" "$root/tools/elastic_overhead.py" --recv cuda --target-us 2 | tee "$out/elastic_overhead.txt"; then
+    ok=$((ok + 1))
+else
+    bad=$((bad + 1))
+fi
+# DeepEP's own engram test, unmodified, against engram.ElasticBuffer
+# (tools/deepep/run_deepep_engram_test.py): only where DEEPEP_DIR names a
+# DeepEP checkout (its tests/elastic/test_engram.py and deep_ep/utils/*.py),
+# which is never part of this repository.
+if [[ -n ${DEEPEP_DIR:-} ]]; then
+    echo "== DeepEP test_engram.py against engram ($DEEPEP_DIR), with engram's bench and torch's UVA gather"
+    if timeout "${DEEPEP_TIMEOUT_S:-900}" "$py" "$root/tools/deepep/run_deepep_engram_test.py" "$DEEPEP_DIR" \
+        --num-processes "${DEEPEP_PROCESSES:-1}" --compare 2>&1 | tee "$out/deepep_engram.txt"; then
+        ok=$((ok + 1))
+    else
+        bad=$((bad + 1))
+    fi
 fi
 echo "python gpu tier: $counts; examples: $ok ok, $bad failed"

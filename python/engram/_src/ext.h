@@ -116,7 +116,8 @@ PyObject *eg_fork_run(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *eg_group_wrap_borrowed(PyTypeObject *type, engram_group_t *g);
 void eg_group_invalidate(PyObject *obj);
 
-/* tables and fetches (table.c, fetch.c, array.c) */
+/* tables and fetches (table.c, fetch.c, array.c, stream_order.c) */
+typedef struct eg_pending eg_pending_t; /* stream_order.c */
 typedef struct eg_table {
     PyObject_HEAD
     engram_context_t *ctx;
@@ -131,6 +132,22 @@ typedef struct eg_table {
     int64_t timeout_ns;   /* the context's timeout_ms, for the sliced wait */
     int queues;
     int nranks, local_size;
+    /* stream_ordered (recv='cuda'): the hook hands out rows without waiting
+     * (stream_order.c); the fetches not yet seen complete, and the first
+     * error of one seen since, raised by the next fetch, hook or
+     * synchronize() */
+    int stream_ordered;
+    /* flat (entries_per_token 1 in the library): a fetch of [T, K]
+     * indices, any K, is T * K rows, handed out as [T, K * hidden] with
+     * row-major scales [T, K * packs] (engram.ElasticBuffer, which learns
+     * K at each fetch as DeepEP does) */
+    int flat;
+    eg_pending_t *pending;
+    int num_pending, cap_pending;
+    engram_status_t deferred_status; /* ENGRAM_OK: none */
+    uint64_t deferred_bad, deferred_more;
+    uint32_t deferred_token, deferred_entry;
+    char deferred_message[1024];
 } eg_table_t;
 extern PyTypeObject eg_TableType;
 /* _config_values(config, keys): the effective value of each key (text) for a config dict (table.c). */
@@ -147,7 +164,8 @@ typedef struct eg_fetch {
     PyObject_HEAD
     eg_table_t *table; /* strong reference: the table outlives its fetches */
     engram_fetch_t *f; /* NULL once released */
-    uint32_t num_tokens;
+    uint32_t num_tokens;   /* the library's tokens (rows on a flat table) */
+    uint32_t view_tokens, view_entries; /* the views' [tokens, entries per token] */
     unsigned flags;
     int waited;          /* the hook has handed out its rows (or a BadIndexError carrying them) */
     int waiting;         /* a thread is in wait() now (without the GIL) */
@@ -158,6 +176,7 @@ typedef struct eg_fetch {
     eg_dl_in_t indices;  /* recv='cuda': the device indices, kept until release */
     int has_indices;
     PyObject *keep;      /* recv='cuda', torch fast path: the index tensor, kept until release */
+    int tracked;         /* its rows were handed out in stream order and the table awaits its completion */
 } eg_fetch_t;
 extern PyTypeObject eg_FetchType;
 PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_major, PyObject *stream,
@@ -168,6 +187,21 @@ PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_
  * private, as it reads whatever address it is given; engram.Buffer passes
  * only a dense CPU or CUDA tensor's). */
 PyObject *eg_fetch_issue_ptr(eg_table_t *t, PyObject *args);
+
+/* stream_order.c (GIL held): tracks fx, whose rows the hook handed out
+ * before the library saw it complete (0, or -1 with MemoryError); hands a
+ * tracked fetch whose views are gone over to the table (fx->f becomes
+ * NULL: the table releases it once complete); reaps what is complete
+ * without waiting; drains by waiting for every tracked fetch, or for one
+ * handed-over fetch (1 if there was one); raises the deferred error as
+ * "<what>: ..." (-1) or returns 0 when there is none. */
+int eg_stream_track(eg_fetch_t *fx);
+void eg_stream_hand_over(eg_fetch_t *fx);
+void eg_stream_reap(eg_table_t *t);
+void eg_stream_drain(eg_table_t *t);
+int eg_stream_drain_handed_over(eg_table_t *t);
+int eg_stream_raise_deferred(eg_table_t *t, const char *what);
+void eg_stream_free(eg_table_t *t);
 
 extern PyTypeObject eg_ArrayType;
 /* A 2-D view into a fetch's receive slot; holds the fetch (and counts as one of its views). */

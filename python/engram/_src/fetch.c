@@ -1,7 +1,8 @@
 /* _engram.Fetch: one fetch in flight, then its rows. Waits run without the
  * GIL in slices, checking for signals between them (Ctrl-C interrupts a
  * wait); the receive slot is released when the Fetch and every view of its
- * rows are gone, or by release() once no view is left. */
+ * rows are gone, or by release() once no view is left. On a stream-ordered
+ * table the wait hands out the rows without waiting (stream_order.c). */
 #include <sched.h>
 #include <stdarg.h>
 #include <string.h>
@@ -40,18 +41,27 @@ static int refuse(const char *fmt, ...)
     return -1;
 }
 
-static int check_indices(const eg_table_t *t, const indices_t *x)
+static int check_indices(const eg_table_t *t, const indices_t *x, int col_major)
 {
     int cuda = t->params.recv == ENGRAM_RECV_CUDA;
+    if (t->flat && x->ndim != 2)
+        return refuse("engram_fetch: indices must have shape [num_tokens, num_entries_per_token], got %d dimensions",
+                      x->ndim);
     if (x->ndim != 2)
         return refuse("engram_fetch: indices must have shape [num_tokens, num_entries_per_token=%u], got %d "
                       "dimensions",
                       t->params.entries_per_token, x->ndim);
-    if (x->cols != (int64_t)t->params.entries_per_token)
+    if (!t->flat && x->cols != (int64_t)t->params.entries_per_token)
         return refuse("engram_fetch: indices must have shape [num_tokens, num_entries_per_token=%u], got a last "
                       "dimension of %lld",
                       t->params.entries_per_token, (long long)x->cols);
-    if (x->rows > (int64_t)t->params.max_tokens)
+    if (t->flat && (x->rows > UINT32_MAX || x->cols > UINT32_MAX ||
+                    (uint64_t)x->rows * (uint64_t)x->cols > t->params.max_tokens))
+        return refuse("engram_fetch: %lld x %lld entries exceed the receive buffer's %u entries", (long long)x->rows,
+                      (long long)x->cols, t->params.max_tokens);
+    if (t->flat && col_major)
+        return refuse("engram_fetch: this table hands out row-major scales only");
+    if (!t->flat && x->rows > (int64_t)t->params.max_tokens)
         return refuse("engram_fetch: %lld tokens exceed the buffer's num_max_tokens=%u", (long long)x->rows,
                       t->params.max_tokens);
     if (x->code != kDLInt || (x->bits != 64 && x->bits != 32))
@@ -92,9 +102,10 @@ static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col
         if (cuda_stream == NULL && PyErr_Occurred())
             return NULL;
     }
-    if (check_indices(t, x) < 0)
+    if (check_indices(t, x, col_major) < 0)
         return NULL;
-    uint32_t num_tokens = (uint32_t)x->rows;
+    /* checked: within max_tokens (a flat table's rows * cols too) */
+    uint32_t num_tokens = t->flat ? (uint32_t)(x->rows * x->cols) : (uint32_t)x->rows;
     const int64_t *idx = x->data;
     int64_t *wide = NULL;
     if (x->bits == 32) {
@@ -115,6 +126,8 @@ static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col
     self->table = (eg_table_t *)Py_NewRef((PyObject *)t);
     self->f = NULL;
     self->num_tokens = num_tokens;
+    self->view_tokens = (uint32_t)x->rows;
+    self->view_entries = t->flat ? (uint32_t)x->cols : t->params.entries_per_token;
     self->flags = col_major ? ENGRAM_FETCH_SCALES_COL_MAJOR : 0;
     self->waited = 0;
     self->waiting = 0;
@@ -125,24 +138,55 @@ static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col
     self->has_indices = 0;
     self->keep = NULL;
     memset(&self->indices, 0, sizeof(self->indices));
+    self->tracked = 0;
     int queues = num_qps > 0 && num_qps < t->queues ? num_qps : t->queues;
+    /* a flat table's fetch spreads its rows over the queues as the tokens
+     * they belong to would be: a token's rows on one queue (each queue a
+     * fetch uses costs a flush) */
+    if (t->flat && (uint32_t)queues > self->view_tokens)
+        queues = self->view_tokens > 0 ? (int)self->view_tokens : 1;
     engram_status_t st;
-    eg_table_lock(t);
-    if (t->table == NULL) { /* destroyed by another thread since the caller looked */
+    for (;;) {
+        /* stream-ordered: an earlier fetch's error first (this one is then not issued) */
+        if (t->stream_ordered) {
+            eg_stream_reap(t);
+            if (eg_stream_raise_deferred(t, "engram_fetch") < 0) {
+                PyMem_Free(wide);
+                Py_DECREF(self);
+                return NULL;
+            }
+        }
+        eg_table_lock(t);
+        if (t->table == NULL) { /* destroyed by another thread since the caller looked */
+            eg_table_unlock(t);
+            PyMem_Free(wide);
+            Py_DECREF(self);
+            return (eg_fetch_t *)eg_raise(eg_StateError, "engram_fetch: the buffer has been destroyed");
+        }
+        int mark = eg_log_mark();
+        Py_BEGIN_ALLOW_THREADS
+        if (cuda)
+            st = engram_fetch_on_stream(t->table, idx, num_tokens, self->flags, cuda_stream, &self->f);
+        else
+            st = engram_fetch_on_queues(t->table, 0, queues, idx, num_tokens, self->flags, &self->f);
+        Py_END_ALLOW_THREADS
+        if (st != ENGRAM_OK)
+            eg_raise_status(st, "engram_fetch");
         eg_table_unlock(t);
-        PyMem_Free(wide);
-        Py_DECREF(self);
-        return (eg_fetch_t *)eg_raise(eg_StateError, "engram_fetch: the buffer has been destroyed");
+        /* every slot taken, some by fetches whose views are gone: the one
+         * wait of the stream-ordered hook, for the GPU to finish one */
+        if (st == ENGRAM_ERR_BUSY && t->stream_ordered) {
+            PyObject *busy = eg_err_take();
+            int drained = eg_stream_drain_handed_over(t);
+            if (drained) {
+                Py_XDECREF(busy);
+                eg_log_discard_since(mark);
+                continue;
+            }
+            eg_err_restore(busy);
+        }
+        break;
     }
-    Py_BEGIN_ALLOW_THREADS
-    if (cuda)
-        st = engram_fetch_on_stream(t->table, idx, num_tokens, self->flags, cuda_stream, &self->f);
-    else
-        st = engram_fetch_on_queues(t->table, 0, queues, idx, num_tokens, self->flags, &self->f);
-    Py_END_ALLOW_THREADS
-    if (st != ENGRAM_OK)
-        eg_raise_status(st, "engram_fetch");
-    eg_table_unlock(t);
     PyMem_Free(wide);
     if (st != ENGRAM_OK) {
         Py_DECREF(self);
@@ -258,13 +302,13 @@ static PyObject *make_views(eg_fetch_t *self, const void *rows, const uint32_t *
     eg_table_t *t = self->table;
     DLDevice dev = {.device_type = t->params.recv == ENGRAM_RECV_CUDA ? kDLCUDA : kDLCPU,
                     .device_id = t->params.recv == ENGRAM_RECV_CUDA ? t->device_id : 0};
-    int64_t T = self->num_tokens, cols = (int64_t)t->params.entries_per_token * t->hidden;
+    int64_t T = self->view_tokens, cols = (int64_t)self->view_entries * t->hidden;
     PyObject *r = make(self, (void *)rows, T, cols, cols, 1, t->row_dtype, dev);
     if (r == NULL)
         return NULL;
     PyObject *s = Py_None;
     if (t->params.scale_packs > 0) {
-        int64_t sc = (int64_t)t->params.entries_per_token * t->params.scale_packs;
+        int64_t sc = (int64_t)self->view_entries * t->params.scale_packs;
         DLDataType i32 = {.code = kDLInt, .bits = 32, .lanes = 1};
         if (self->flags & ENGRAM_FETCH_SCALES_COL_MAJOR)
             s = make(self, (void *)sf, T, sc, 1, (T + 3) / 4 * 4, i32, dev);
@@ -288,6 +332,16 @@ static PyObject *raise_bad_index(eg_fetch_t *self, const char *message, PyObject
     uint64_t count;
     uint32_t token, entry;
     engram_fetch_bad_indices(self->f, &count, &token, &entry);
+    char flat_message[256];
+    if (self->table->flat) { /* the library's token is a row here */
+        entry = self->view_entries ? token % self->view_entries : 0;
+        token = self->view_entries ? token / self->view_entries : 0;
+        snprintf(flat_message, sizeof(flat_message),
+                 "%llu indices out of range, first at token %u entry %u; those rows are zero-filled",
+                 (unsigned long long)count, token, entry);
+        eg_log_drop_raised(message); /* the library's line, with its row numbers, is raised in these words */
+        message = flat_message;
+    }
     eg_raise_status_msg(ENGRAM_ERR_BAD_INDEX, "engram_fetch hook", message);
     PyObject *exc = eg_err_take();
     if (exc == NULL)
@@ -323,8 +377,20 @@ static PyObject *wait_views(eg_fetch_t *self, int as_capsules)
     if (self->waiting)
         return eg_raise(eg_BusyError, "engram_fetch hook: another thread is waiting on this fetch");
     engram_status_t st = ENGRAM_OK;
+    eg_table_t *t = self->table;
+    int in_order = 0; /* stream-ordered and not complete yet: the pointers, and the table tracks it */
+    if (t->stream_ordered && !self->captured) {
+        eg_stream_reap(t);
+        if (eg_stream_raise_deferred(t, "engram_fetch hook") < 0)
+            return NULL; /* an earlier fetch's error: this hook may be called again */
+    }
     self->waiting = 1;
-    if (!self->captured) {
+    if (t->stream_ordered && !self->captured) {
+        eg_table_lock(t);
+        st = engram_test(self->f); /* never waits; queues what the stream still needs (a launcher's wait) */
+        eg_table_unlock(t);
+        in_order = st == ENGRAM_INPROGRESS;
+    } else if (!self->captured) {
         st = sliced_wait(self);
         if (st == ENGRAM_INPROGRESS) {
             self->waiting = 0; /* interrupted or timed out here: the hook may be called again */
@@ -334,17 +400,29 @@ static PyObject *wait_views(eg_fetch_t *self, int as_capsules)
     const void *rows = NULL;
     const uint32_t *sf = NULL;
     char message[1024] = "";
-    if (st == ENGRAM_OK || st == ENGRAM_ERR_BAD_INDEX) {
-        eg_table_lock(self->table);
-        /* under capture nothing may wait on the host: the pointers only */
-        st = self->captured ? engram_fetch_buffers(self->f, &rows, &sf) : engram_wait(self->f, &rows, &sf);
+    if (st == ENGRAM_OK || st == ENGRAM_ERR_BAD_INDEX || in_order) {
+        eg_table_lock(t);
+        /* under capture, and in stream order, nothing waits on the host: the pointers only */
+        st = self->captured || in_order ? engram_fetch_buffers(self->f, &rows, &sf)
+                                        : engram_wait(self->f, &rows, &sf);
         if (st != ENGRAM_OK)
             snprintf(message, sizeof(message), "%s", engram_last_error());
-        eg_table_unlock(self->table);
+        eg_table_unlock(t);
     } else {
         snprintf(message, sizeof(message), "%s", engram_last_error());
     }
     self->waiting = 0;
+    if (in_order && st == ENGRAM_OK) {
+        PyObject *views = make_views(self, rows, sf, as_capsules);
+        if (views == NULL)
+            return NULL;
+        if (eg_stream_track(self) < 0) {
+            Py_DECREF(views);
+            return NULL;
+        }
+        self->waited = 1;
+        return views;
+    }
     if (st != ENGRAM_OK && st != ENGRAM_ERR_BAD_INDEX) {
         if (self->captured)
             return eg_raise(eg_StateError,
@@ -399,6 +477,8 @@ static PyObject *fetch_wait_capsules(eg_fetch_t *self, PyObject *noargs)
 static engram_status_t fetch_release_slot(eg_fetch_t *self)
 {
     engram_status_t st = ENGRAM_OK;
+    if (self->tracked)
+        eg_stream_hand_over(self); /* released by the table once complete: no wait here */
     if (self->f != NULL) {
         eg_table_lock(self->table);
         Py_BEGIN_ALLOW_THREADS
@@ -460,7 +540,7 @@ static PyObject *fetch_get_views(eg_fetch_t *self, void *c)
 static PyObject *fetch_get_num_tokens(eg_fetch_t *self, void *c)
 {
     (void)c;
-    return PyLong_FromUnsignedLong(self->num_tokens);
+    return PyLong_FromUnsignedLong(self->view_tokens);
 }
 
 static PyMethodDef fetch_methods[] = {

@@ -61,18 +61,25 @@ static int init_impl(eg_table_t *self, PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"group",       "entries_per_rank", "row_bytes", "entries_per_token", "max_tokens",
                          "scale_packs", "recv_cuda",        "config",    "dl_code",           "dl_bits",
-                         "hidden",      "device_id",        NULL};
+                         "hidden",      "device_id",        "stream_ordered",    "flat",
+                         NULL};
     PyObject *group, *config = Py_None;
     uint64_t entries;
     uint32_t row_bytes, per_token, max_tokens, packs, dl_code, dl_bits, hidden;
-    int recv_cuda, device_id;
+    int recv_cuda, device_id, stream_ordered = 0, flat = 0;
     if (self->group != NULL)
         return eg_raise(eg_StateError, "Table: already initialised"), -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO&O&O&O&O&pOO&O&O&i", kw, &group, eg_arg_u63, &entries,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO&O&O&O&O&pOO&O&O&i|pp", kw, &group, eg_arg_u63, &entries,
                                      eg_arg_u32, &row_bytes, eg_arg_u32, &per_token, eg_arg_u32, &max_tokens,
                                      eg_arg_u32, &packs, &recv_cuda, &config, eg_arg_u32, &dl_code, eg_arg_u32,
-                                     &dl_bits, eg_arg_u32, &hidden, &device_id))
+                                     &dl_bits, eg_arg_u32, &hidden, &device_id, &stream_ordered, &flat))
         return -1;
+    if (stream_ordered && !recv_cuda)
+        return eg_raise(eg_InvalidArgumentError, "stream_ordered: a recv='host' buffer's rows are written by the "
+                                                 "host transport, with no stream to order them; its hook waits"), -1;
+    if (flat && per_token != 1)
+        return eg_raise(eg_InvalidArgumentError, "flat: the table's entries_per_token must be 1, got %u",
+                        per_token), -1;
     engram_group_t *g = eg_group_get(group);
     if (g == NULL)
         return -1;
@@ -130,6 +137,12 @@ static int init_impl(eg_table_t *self, PyObject *args, PyObject *kwargs)
     self->queues = engram_table_queues(table);
     self->nranks = engram_group_size(g);
     self->local_size = engram_group_local_size(g);
+    /* rows of other nodes through the host transport reach the GPU only
+     * once the host has seen their gets complete (engram.h,
+     * engram_fetch_on_stream): there the hook waits */
+    self->flat = flat;
+    self->stream_ordered = stream_ordered && (self->local_size == self->nranks ||
+                                              strcmp(engram_context_transport(ctx), "nccl_gin") == 0);
     return 0;
 }
 
@@ -191,6 +204,9 @@ static PyObject *write_impl(eg_table_t *self, PyObject *args, PyObject *kwargs)
         return NULL;
     if (table_check_live(self, "engram_write") < 0)
         return NULL;
+    /* the write needs no fetch in flight: stream-ordered ones are waited
+     * for (their errors stay deferred, for the next fetch, hook or synchronize) */
+    eg_stream_drain(self);
     eg_dl_in_t rows = {0}, scales = {0};
     uint64_t entries = self->params.entries_per_rank;
     PyObject *fail = NULL; /* set (an exception raised) when this rank refuses its arguments */
@@ -320,6 +336,7 @@ static PyObject *destroy_impl(eg_table_t *self)
 {
     if (self->table == NULL)
         Py_RETURN_NONE; /* destroying twice is harmless */
+    eg_stream_drain(self); /* the stream-ordered fetches handed over are released */
     eg_table_lock(self);
     if (self->table == NULL) { /* another thread destroyed it while this one waited for the lock */
         eg_table_unlock(self);
@@ -355,6 +372,21 @@ static PyObject *destroy_impl(eg_table_t *self)
         eg_group_chain_error(self->group);
         return NULL;
     }
+    /* torn down on every rank: a stream-ordered fetch's error is this rank's to raise now */
+    if (eg_stream_raise_deferred(self, "destroy") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *table_synchronize(eg_table_t *self, PyObject *noargs)
+{
+    (void)noargs;
+    eg_log_hold();
+    eg_stream_drain(self);
+    int r = eg_stream_raise_deferred(self, "synchronize");
+    eg_log_flush();
+    if (r < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -402,6 +434,7 @@ static void table_dealloc(eg_table_t *self)
         self->group = NULL;
     }
     Py_XDECREF(self->group);
+    eg_stream_free(self);
     pthread_mutex_destroy(&self->lock);
     if (pending != NULL)
         eg_err_restore(pending);
@@ -477,6 +510,17 @@ static PyObject *table_get_timeout_ms(eg_table_t *self, void *c)
     return PyLong_FromLongLong(self->timeout_ns / 1000000);
 }
 
+static PyObject *table_get_stream_ordered(eg_table_t *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(self->stream_ordered);
+}
+static PyObject *table_get_pending(eg_table_t *self, void *c)
+{
+    (void)c;
+    return PyLong_FromLong(self->num_pending);
+}
+
 static PyMethodDef table_methods[] = {
     {"write", (PyCFunction)(void (*)(void))table_write, METH_VARARGS | METH_KEYWORDS,
      "write(storage, sf=None, refused=None)\n--\n\nCollective: this rank's shard [entries, hidden] (+ the global "
@@ -487,7 +531,13 @@ static PyMethodDef table_methods[] = {
      "_fetch_ptr(data_ptr, rows, cols, bits, device_type, num_qps, col_major, captured, stream, keep)\n--\n\n"
      "fetch() for a contiguous 2-D integer tensor given by its attributes (the torch fast path). Private: it "
      "reads whatever address it is given (engram.Buffer passes a dense CPU or CUDA tensor's only)."},
-    {"destroy", (PyCFunction)table_destroy, METH_NOARGS, "destroy()\n--\n\nCollective teardown."},
+    {"destroy", (PyCFunction)table_destroy, METH_NOARGS,
+     "destroy()\n--\n\nCollective teardown (waits for the stream-ordered fetches first, and raises the error of "
+     "one after tearing down)."},
+    {"synchronize", (PyCFunction)table_synchronize, METH_NOARGS,
+     "synchronize()\n--\n\nWaits (GIL released, bounded by timeout_ms) until the library has seen every "
+     "stream-ordered fetch complete, then raises the first error of one not raised yet (BadIndexError, "
+     "TimeoutError, ...). A no-op on a table whose hook waits."},
     {"stats", eg_table_stats, METH_NOARGS, "stats()\n--\n\nThis rank's counters (engram_table_stats) as a dict."},
     {"cache_rows", eg_table_cache_rows, METH_VARARGS,
      "cache_rows(rows)\n--\n\nThe hot-row cache of these rows (contiguous int64 buffer); empty drops it."},
@@ -501,6 +551,10 @@ static PyGetSetDef table_getset[] = {
     {"transport", (getter)table_get_transport, NULL, "Name of the transport the buffer runs on.", NULL},
     {"queues", (getter)table_get_queues, NULL, "Queues (QPs) the buffer's fetches are spread over.", NULL},
     {"timeout_ms", (getter)table_get_timeout_ms, NULL, "The bound on a fetch wait.", NULL},
+    {"stream_ordered", (getter)table_get_stream_ordered, NULL,
+     "Whether the hook hands out rows in stream order, without waiting.", NULL},
+    {"pending", (getter)table_get_pending, NULL, "Stream-ordered fetches the library has not yet seen complete.",
+     NULL},
     {NULL},
 };
 
