@@ -7,8 +7,9 @@
 # PREFIX/lib). The build is cached under
 #   ${ENGRAM_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/engram}/nccl-<key>
 # where <key> is the tarball's sha256 prefix plus a hash of the build
-# options, so a second run only copies the files (seconds). A build takes
-# about 8 minutes of nvcc on 2 cores; it runs under nice, with
+# options, so a second run only copies the files (well under a second). A
+# build is about 27 CPU-minutes of compilation (NCCL 2.30.7: 21 min wall on 2
+# cores shared with other builds); it runs under nice, with
 # ENGRAM_NCCL_JOBS jobs (default: all cores).
 #
 # NCCL_HOME=PREFIX then builds the nccl_gin transport against it.
@@ -65,7 +66,7 @@ if [[ ! -f $cache/complete ]]; then
     done
 
     echo "build_nccl: building NCCL $version (sm_90, reduced collective set) from $tarball;" \
-         "log in $log (about 8 min on 2 cores)" >&2
+         "log in $log (about 27 CPU-minutes)" >&2
     start=$SECONDS
     if ! nice -n 10 make -C "$src" -j"${ENGRAM_NCCL_JOBS:-$(nproc)}" src.lib \
             CUDA_HOME="$cuda" NVCC_GENCODE="$gencode" ONLY_FUNCS="$only_funcs" \
@@ -88,7 +89,7 @@ if [[ ! -f $cache/complete ]]; then
     ln -s "$(basename "$lib")" "$cache.new/lib/libnccl.so.2"
     ln -s libnccl.so.2 "$cache.new/lib/libnccl.so"
     echo "$version $tar_sha" >"$cache.new/complete"
-    rm -rf "$cache"
+    rm -rf "$cache" "$cache.failed.log"
     mv "$cache.new" "$cache"
 fi
 
