@@ -11,10 +11,12 @@
 #include <nccl_device.h>
 #include <new>
 
+#include "transports/nccl_gin/nccl_gin_depth.h"
 #include "transports/nccl_gin/nccl_gin_kernel.h"
 #include "transports/nccl_gin/nccl_gin_plan.h"
 
 static_assert(sizeof(engram_nccl_gin_req_t) == sizeof(ncclGinRequest_t), "request storage matches NCCL's");
+static_assert((int)ENGRAM_NCCL_GIN_TYPE_PROXY == (int)NCCL_GIN_TYPE_PROXY, "the proxy's GIN type is NCCL's");
 
 namespace {
 

@@ -18,10 +18,11 @@
 #include "hal/group.h"
 #include "hal/log.h"
 #include "transports/nccl_gin/nccl_gin.h"
+#include "transports/nccl_gin/nccl_gin_depth.h"
 #include "transports/nccl_gin/nccl_gin_internal.h"
 #include "transports/nccl_gin/nccl_gin_kernel.h"
 
-enum { GIN_TYPE_NONE = 0, GIN_TYPE_PROXY = 2 }; /* ncclGinType_t's */
+enum { GIN_TYPE_NONE = 0 }; /* ncclGinType_t's NCCL_GIN_TYPE_NONE */
 
 engram_status_t engram_nccl_gin_error(ncclComm_t comm, const char *what, ncclResult_t r)
 {
@@ -136,7 +137,7 @@ static void nccl_gin_describe(const engram_transport_t *t, char *buf, size_t len
     version_text(engram_nccl_gin_built_version(), v, sizeof(v));
     int ty = t->gin_type >= 0 && t->gin_type <= 4 ? t->gin_type : 1;
     const char *plugin = getenv("NCCL_RMA_PLUGIN");
-    bool over_plugin = ty == GIN_TYPE_PROXY && plugin != NULL && plugin[0] != '\0';
+    bool over_plugin = ty == ENGRAM_NCCL_GIN_TYPE_PROXY && plugin != NULL && plugin[0] != '\0';
     snprintf(buf, len, "NCCL %s, GIN %s%s%s, %s connections", v, types[ty], over_plugin ? " over RMA plugin " : "",
              over_plugin ? plugin : "", t->hybrid ? "RAIL" : "FULL");
 }
@@ -177,7 +178,7 @@ static engram_status_t nccl_gin_open(engram_group_t *group, const engram_config_
                                  "create its NCCL communicator with GIN");
     if (st != ENGRAM_OK)
         goto err_destroy_comm;
-    char desc[256];
+    char desc[512];
     nccl_gin_describe(t, desc, sizeof(desc));
     ENGRAM_INFO("nccl_gin: rank %d of %d: communicator ready: %s", t->rank, t->size, desc);
     *out = t;
@@ -195,7 +196,7 @@ static void nccl_gin_caps(const engram_transport_t *t, engram_transport_caps_t *
 {
     *caps = (engram_transport_caps_t){
         .flags = ENGRAM_CAP_GPU_INITIATED | ENGRAM_CAP_HYBRID | ENGRAM_CAP_CROSS_HOST |
-                 (t->gin_type == GIN_TYPE_PROXY ? ENGRAM_CAP_HOST_PROXIED : 0u),
+                 (t->gin_type == ENGRAM_NCCL_GIN_TYPE_PROXY ? ENGRAM_CAP_HOST_PROXIED : 0u),
         .read_kinds = ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_CUDA_DEVICE) | ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_CUDA_HOST_NUMA),
         .write_kinds = ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_CUDA_DEVICE),
         .max_queues = ENGRAM_NCCL_GIN_MAX_QUEUES,
