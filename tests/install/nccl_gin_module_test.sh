@@ -33,7 +33,7 @@ done
 out=$("$PREFIX/bin/engram_info" 2>&1) || fail "engram_info exited $?: $out"
 line=$(grep -E '^  nccl_gin +available: ' <<<"$out") || fail "engram_info does not list nccl_gin: $out"
 case $line in
-*"available: no  (no CUDA GPU visible"*) gpu=no ;;
+*"available: no  (no CUDA GPU visible ("*"); NCCL $version loaded, the kernels' version)") gpu=no ;;
 *"available: yes"*)
     gpu=yes
     grep -qE "^      selected: NCCL $version, GIN " <<<"$out" || fail "no NCCL version and GIN type: $out"

@@ -70,8 +70,10 @@ static bool nccl_gin_available(engram_group_t *group, const char **why)
     int devices = 0;
     cudaError_t ce = cudaGetDeviceCount(&devices);
     if (ce != cudaSuccess || devices == 0) {
-        snprintf(reason, sizeof(reason), "no CUDA GPU visible (%s)",
-                 ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
+        char v[32];
+        version_text(engram_nccl_gin_built_version(), v, sizeof(v));
+        snprintf(reason, sizeof(reason), "no CUDA GPU visible (%s); NCCL %s loaded, the kernels' version",
+                 ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices", v);
         *why = reason;
         return false;
     }
