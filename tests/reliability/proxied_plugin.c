@@ -1,7 +1,7 @@
 /* A plugin that opens and reports ENGRAM_CAP_HOST_PROXIED, as nccl_gin does
  * where NCCL runs GIN in proxy mode: transport=auto passes it over, and a
- * context named after it opens on it. It moves no data (no table is
- * created on it). Built as libengram_transport_proxied.so. */
+ * context named after it opens on it. It moves no data: registering a
+ * table's memory is refused. Built as libengram_transport_proxied.so. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,7 +43,14 @@ static void proxied_close(engram_transport_t *t)
     free(t);
 }
 
-/* Never reached: no table is created on this plugin. */
+static engram_status_t proxied_reg_symmetric(engram_transport_t *t, engram_segment_t *seg, engram_reg_span_t span,
+                                             engram_region_t **out)
+{
+    (void)t, (void)seg, (void)span, (void)out;
+    return ENGRAM_ERR_UNSUPPORTED;
+}
+
+/* Never reached: no region is registered on this plugin. */
 static void proxied_unreachable(void)
 {
     abort();
@@ -55,7 +62,7 @@ static const engram_transport_ops_t ops = {
     .available = proxied_available,
     .open = proxied_open,
     .caps = proxied_caps,
-    .reg_symmetric = (void *)proxied_unreachable,
+    .reg_symmetric = proxied_reg_symmetric,
     .reg_local = (void *)proxied_unreachable,
     .dereg = (void *)proxied_unreachable,
     .get = (void *)proxied_unreachable,
