@@ -117,10 +117,31 @@ void engram_context_hold_progress(engram_context_t *ctx, uint32_t region_flags, 
         engram_group_set_progress(ctx->group, NULL, NULL);
 }
 
-/* Steps 2 and 3. With transport=auto a backend that fails to open is
- * passed over (logged) and the next one tried; open is collective and a
- * transport returns the same status on every rank, so all ranks fall
- * through together. */
+/* With transport=auto: a transport that opened but moves every get
+ * through a host thread (ENGRAM_CAP_HOST_PROXIED) is closed again, with the
+ * reason logged, so that a faster backend runs. The caps are the same on
+ * every rank (open agrees on what it found). */
+static bool pass_over_proxied(engram_context_t *ctx)
+{
+    engram_transport_caps_t caps;
+    ctx->ops->caps(ctx->transport, &caps);
+    if (!(caps.flags & ENGRAM_CAP_HOST_PROXIED))
+        return false;
+    char desc[512] = "";
+    if (ctx->ops->describe != NULL)
+        ctx->ops->describe(ctx->transport, desc, sizeof(desc));
+    ENGRAM_INFO("transport=auto passes over %s: every get goes through a host proxy thread here%s%s%s, slower than "
+                "the next backend; set transport=%s to run on it anyway",
+                ctx->ops->name, desc[0] ? " (" : "", desc, desc[0] ? ")" : "", ctx->ops->name);
+    ctx->ops->close(ctx->transport);
+    ctx->transport = NULL;
+    return true;
+}
+
+/* Steps 2 and 3. With transport=auto a backend that fails to open, or that
+ * opens host-proxied, is passed over (logged) and the next one tried; open
+ * is collective and a transport returns the same status on every rank, so
+ * all ranks fall through together. */
 static engram_status_t select_and_open(engram_context_t *ctx)
 {
     enum { MAX_TRIES = 16 };
@@ -133,6 +154,10 @@ static engram_status_t select_and_open(engram_context_t *ctx)
         if (st != ENGRAM_OK)
             return st;
         st = engram_transport_open(ctx->ops, ctx->group, &ctx->cfg, &ctx->transport);
+        if (st == ENGRAM_OK && fall_through && tries + 1 < MAX_TRIES && pass_over_proxied(ctx)) {
+            failed[tries] = ctx->ops;
+            continue;
+        }
         if (st == ENGRAM_OK || !fall_through || tries + 1 == MAX_TRIES)
             return st;
         ENGRAM_WARN("transport=auto: %s failed to open (%s); trying the next backend", ctx->ops->name,

@@ -108,7 +108,7 @@ static const engram_transport_ops_t *auto_plugin(engram_group_t *group, const ch
         if (engram_registry_load_plugin(names[i], plugin_path, &ops) != ENGRAM_OK)
             why = engram_last_error();
         else if (skipped(ops, skip, nskip))
-            why = "failed to open";
+            why = "tried first (logged above)";
         else if (!ops->available(group, &why))
             why = why ? why : "not available (no reason given)";
         else
@@ -148,7 +148,7 @@ static engram_status_t select_auto(engram_group_t *group, const engram_config_t 
         const engram_transport_ops_t *ops = NULL;
         const char *why = builtin_unusable(order[i], group, &ops);
         if (ops != NULL && skipped(ops, skip, nskip))
-            why = "failed to open";
+            why = "tried first (logged above)";
         if (why == NULL) {
             ENGRAM_INFO("transport=auto chose %s%s%s", order[i]->name, used ? "; passed over " : "", passed);
             *out = ops;

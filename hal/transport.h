@@ -38,6 +38,11 @@ extern "C" {
  * UCX emulating RMA with active messages on shm/TCP): owners must call
  * ops->progress until every peer's gets are done. */
 #define ENGRAM_CAP_OWNER_PROGRESS (1u << 4)
+/* Every get is moved by a host thread of the transport's (e.g. NCCL's GIN
+ * proxy, where no NIC offers GPU-initiated networking): correct, but far
+ * slower than the transport's fast path. transport=auto passes over a
+ * backend whose open reports it, for the next one; naming it still runs it. */
+#define ENGRAM_CAP_HOST_PROXIED (1u << 5)
 
 #define ENGRAM_GET_AGGREGATE (1u << 0) /* do not ring the doorbell for this get */
 

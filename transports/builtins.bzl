@@ -1,5 +1,10 @@
 """Why a built-in transport is absent, computed at load time from the
-@sys_<lib>//:defs.bzl markers and handed to builtins.c as C string defines."""
+@sys_<lib>//:defs.bzl markers and handed to builtins.c as C string defines;
+and whether nccl_gin is built, for every package that builds a part of it."""
+
+load("@sys_cuda//:defs.bzl", CUDA_AVAILABLE = "AVAILABLE")
+load("@sys_nccl//:defs.bzl", NCCL_AVAILABLE = "AVAILABLE", NCCL_VERSION = "VERSION")
+load("@sys_nvcc//:defs.bzl", NVCC_AVAILABLE = "AVAILABLE")
 
 NOT_IMPLEMENTED = "backend not implemented in this build"
 
@@ -29,3 +34,8 @@ def c_string_define(name, text):
     shell-tokenizes local_defines."""
     literal = '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
     return "'%s=%s'" % (name, literal.replace("'", "'\\''"))
+
+# nccl_gin needs NCCL >= NCCL_GIN_MIN_VERSION (NCCL_HOME), CUDA and nvcc (its
+# kernels); the transport, its tests and its bench exist only then.
+NCCL_GIN_BUILT = NCCL_AVAILABLE and version_at_least(NCCL_VERSION, NCCL_GIN_MIN_VERSION) and \
+                 CUDA_AVAILABLE and NVCC_AVAILABLE

@@ -8,10 +8,12 @@
  * this node's and the other node's). Needs a GPU
  * (tagged gpu).
  * Built with ENGRAM_GPU_TEST_NCCL_GIN (//transports/nccl_gin:nccl_gin_fetch_test)
- * it runs the same checks through transport=nccl_gin instead: 2 ranks, one
- * per GPU, as 1 node x 2 and as 2 emulated nodes x 1 (each with its own
- * NCCL_HOSTID, so NCCL's nodes are the group's), direct and hybrid; a
- * host-receive table is refused there. */
+ * it runs the same checks through transport=nccl_gin instead: 1 rank
+ * (every row its own: the communicator, windows and dev comm of one rank),
+ * and 2 ranks, one per GPU or both on one (NCCL_MULTI_RANK_GPU_ENABLE=1,
+ * set when they share it), as 1 node x 2 and as 2 emulated nodes x 1 (each
+ * with its own NCCL_HOSTID, so NCCL's nodes are the group's), direct and
+ * hybrid; a host-receive table is refused there. */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,6 +378,8 @@ static int rank_main(engram_group_t *g, void *arg)
     /* emulated nodes: one GPU each where there are enough, and NCCL told
      * which node it is on */
     CUDA_CHECK(cudaSetDevice((gin ? rank : engram_group_local_rank(g)) % devices));
+    if (gin && devices < engram_group_size(g))
+        setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 0); /* NCCL refuses ranks sharing a GPU otherwise */
     char hostid[32];
     snprintf(hostid, sizeof(hostid), "engram-node-%d", rank / local);
     if (gin && local < engram_group_size(g))
@@ -443,6 +447,8 @@ int main(void)
 {
 #ifdef ENGRAM_GPU_TEST_NCCL_GIN
     static const scenario_t shapes[] = {
+        {1, 1, false, "host_numa", "nccl_gin", NULL, NULL, false, NULL, NULL},
+        {1, 1, true, "device", "nccl_gin", NULL, NULL, false, NULL, NULL},
         {2, 2, false, "host_numa", "nccl_gin", NULL, NULL, false, NULL, NULL},
         {2, 2, true, "host_numa", "nccl_gin", NULL, NULL, false, NULL, NULL},
         {2, 1, false, "host_numa", "nccl_gin", NULL, NULL, false, NULL, NULL},

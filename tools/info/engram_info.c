@@ -31,6 +31,8 @@ static void print_caps(const engram_transport_caps_t *caps)
         printf(" hybrid");
     if (caps->flags & ENGRAM_CAP_CROSS_HOST)
         printf(" cross-host");
+    if (caps->flags & ENGRAM_CAP_HOST_PROXIED)
+        printf(" host-proxied (transport=auto passes it over)");
     printf("; queues %d, outstanding per (queue, peer) ", caps->max_queues);
     if (caps->max_outstanding > 0)
         printf("%d", caps->max_outstanding);

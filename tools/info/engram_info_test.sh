@@ -3,10 +3,12 @@
 # (loaded, or the loader's reason), every key with its source (the
 # transports' too), and exits 1 with the library's own message when the
 # configuration cannot run, a table create included.
-# args: engram_info, then the test plugins (all in one directory).
+# args: engram_info, then the test plugins (all in one directory), then
+# a plugin that opens host-proxied (in a directory of its own).
 set -u
 info="$1"
 plugins="$(cd "$(dirname "$2")" && pwd)"
+proxied="$(cd "$(dirname "$3")" && pwd)"
 fails=0
 out="$TEST_TMPDIR/out" err="$TEST_TMPDIR/err"
 
@@ -55,6 +57,16 @@ if "$info" 2>/dev/null | grep -q "^  ucx        available: yes"; then
     expect 1 ENGRAM_CONFIG_FILE="$TEST_TMPDIR/bad.conf" -- \
         "configuration error: $TEST_TMPDIR/bad.conf:1: ucx's ucx_window: '0' is out of range 1..65536"
 fi
+
+# A backend that opens host-proxied (nccl_gin in NCCL's GIN proxy mode) is
+# listed with what it selected and the cap; auto passes it over.
+expect 0 ENGRAM_PLUGIN_PATH="$proxied" ENGRAM_LOG_LEVEL=info -- "proxied    available: yes" \
+    "caps: host-initiated host-proxied (transport=auto passes it over)" "selected: test proxy thread" \
+    "transport=auto passes over proxied: every get goes through a host proxy thread here (test proxy thread)" \
+    "check: transport=auto runs on loopback"
+# named, it runs (the context opens on it; this one registers no table)
+expect 1 ENGRAM_PLUGIN_PATH="$proxied" ENGRAM_TRANSPORT=proxied -- \
+    "check: transport=proxied cannot create a table on proxied"
 
 # What a table create needs is checked too (a small host table, created and
 # destroyed): a configuration whose every table create fails does not run.

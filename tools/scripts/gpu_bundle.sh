@@ -11,15 +11,26 @@
 #                     (OUT_DIR/gpu_tier.log and OUT_DIR/gpu_tier.json)
 #   gpu_scale.sh      fetch rate against table size: bash gpu_scale.sh . OUT_DIR
 # Usage: tools/scripts/gpu_bundle.sh [bundle_dir]   (default .gpubundle, git-ignored)
-# ENGRAM_BAZEL_OUTPUT_BASE picks a Bazel output base; NCCL_HOME an NCCL to
-# build against (its libnccl.so.2 goes into lib/, stripped).
+# ENGRAM_BAZEL_OUTPUT_BASE picks a Bazel output base. nccl_gin is always in
+# the bundle, built against NCCL_HOME or, without it, the NCCL that
+# build_nccl.sh builds from ENGRAM_NCCL_TARBALL (tools/scripts/nccl_home.sh);
+# that libnccl.so.2 goes into lib/, stripped.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bundle=${1:-.gpubundle}
+NCCL_HOME=$(bash tools/scripts/nccl_home.sh) || {
+    echo "gpu_bundle: no NCCL to build nccl_gin against (above)" >&2
+    exit 1
+}
+export NCCL_HOME
 bazel_cmd=(bazel ${ENGRAM_BAZEL_OUTPUT_BASE:+--output_base=$ENGRAM_BAZEL_OUTPUT_BASE})
 mapfile -t targets < <("${bazel_cmd[@]}" query --noshow_progress 'attr(tags, "\bgpu\b", //...)' 2>/dev/null)
 if ((${#targets[@]} == 0)); then
     echo "gpu_bundle: no targets tagged gpu (is CUDA installed here?)" >&2
+    exit 1
+fi
+if [[ " ${targets[*]} " != *" //transports/nccl_gin:nccl_gin_solo_test "* ]]; then
+    echo "gpu_bundle: nccl_gin is not built against NCCL_HOME=$NCCL_HOME (engram_info says why)" >&2
     exit 1
 fi
 # Shared objects the GPU tests load at run time (tagged gpu_data) go into
@@ -52,14 +63,11 @@ for t in "${data[@]}"; do
     path=${t#//}
     pack "${path/://}"
 done
-# An NCCL built outside the system (NCCL_HOME: nccl_gin needs >= 2.30.4)
-# is the one the binaries were linked and their kernels compiled against;
-# stripped, since it is most of the bundle.
-if [[ -n ${NCCL_HOME:-} ]]; then
-    cp -L "$NCCL_HOME/lib/libnccl.so.2" "$bundle/lib/libnccl.so.2"
-    chmod u+w "$bundle/lib/libnccl.so.2"
-    strip --strip-unneeded "$bundle/lib/libnccl.so.2"
-fi
+# The NCCL the binaries were linked and their kernels compiled against
+# (nccl_gin needs >= 2.30.4); stripped, since it is most of the bundle.
+cp -L "$NCCL_HOME/lib/libnccl.so.2" "$bundle/lib/libnccl.so.2"
+chmod u+w "$bundle/lib/libnccl.so.2"
+strip --strip-unneeded "$bundle/lib/libnccl.so.2"
 bash tools/scripts/install.sh --built "$bin" "$bundle"
 mkdir -p "$bundle/examples"
 cp examples/fetch.c examples/CMakeLists.txt "$bundle/examples/"
@@ -70,4 +78,7 @@ echo "gpu_bundle: $(wc -l <"$bundle/tests.txt") tests, $(wc -l <"$bundle/benches
     "$(ls "$bundle/lib" | wc -l) libraries, $(du -sh "$bundle" | cut -f1) in $bundle"
 # The device machine takes at most 64 MiB of carried (git-ignored) files.
 mib=$(du -sm "$bundle" | cut -f1)
-((mib <= 64)) || echo "gpu_bundle: warning: $mib MiB is over the 64 MiB a device run can carry" >&2
+if ((mib > 64)); then
+    echo "gpu_bundle: $mib MiB is over the 64 MiB a device run can carry" >&2
+    exit 1
+fi

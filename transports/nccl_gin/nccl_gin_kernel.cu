@@ -1,6 +1,7 @@
 // GPU-initiated gets through NCCL GIN. The issue kernel runs one block per
-// queue (one GIN context each) over a contiguous token range: every lane
-// routes a row with hal/routing.h, then the warp's elected lane posts one
+// part of a queue's contiguous token range (nccl_gin_plan.h: one GIN context
+// each, so no context holds more gets per peer than its queue takes): every
+// lane routes a row with hal/routing.h, then the warp's elected lane posts one
 // get per row that the engram layer does not load itself, with routing.h's
 // flush policy (a per-warp counter per peer), and after the block's gets one
 // flushAsync per peer that received any; the requests stay in device memory
@@ -10,9 +11,12 @@
 #include <nccl_device.h>
 #include <new>
 
+#include "transports/nccl_gin/nccl_gin_depth.h"
 #include "transports/nccl_gin/nccl_gin_kernel.h"
+#include "transports/nccl_gin/nccl_gin_plan.h"
 
 static_assert(sizeof(engram_nccl_gin_req_t) == sizeof(ncclGinRequest_t), "request storage matches NCCL's");
+static_assert((int)ENGRAM_NCCL_GIN_TYPE_PROXY == (int)NCCL_GIN_TYPE_PROXY, "the proxy's GIN type is NCCL's");
 
 namespace {
 
@@ -28,13 +32,12 @@ __global__ void __launch_bounds__(kIssueThreads) gin_issue(const ncclDevComm com
     for (uint32_t i = threadIdx.x; i < kWarps * a.num_peers; i += blockDim.x)
         counters[i] = 0;
     __syncthreads();
-    const int q = blockIdx.x;
-    ncclGin gin(comm, (int)((uint32_t)(a.first_queue + q) % a.contexts));
+    const uint32_t b = blockIdx.x;
+    ncclGin gin(comm, (int)engram_nccl_gin_block_context(a.first_queue, a.per_queue, a.batches, b, a.contexts));
     const ncclTeam team = a.hybrid ? ncclTeamRail(comm) : ncclTeamWorld(comm);
-    const uint64_t nq = (uint64_t)a.num_queues, nt = a.num_tokens;
-    // The tokens engram_fetch_queue assigns to this queue: token * nq / nt == q.
-    const uint64_t first = ((uint64_t)q * nt + nq - 1) / nq * a.entries_per_token;
-    const uint64_t end = ((uint64_t)(q + 1) * nt + nq - 1) / nq * a.entries_per_token;
+    const engram_nccl_gin_rows_t rows =
+        engram_nccl_gin_block_rows(a.num_tokens, a.entries_per_token, (uint32_t)a.num_queues, a.batches, b);
+    const uint64_t first = rows.first, end = rows.end;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     uint32_t *mine = counters + warp * a.num_peers;
     for (uint64_t base = first + (uint64_t)warp * 32; base < end; base += kWarps * 32) {
@@ -63,7 +66,7 @@ __global__ void __launch_bounds__(kIssueThreads) gin_issue(const ncclDevComm com
         bool needed = false;
         for (int w = 0; w < kWarps; w++)
             needed |= engram_flush_needed(counters[w * a.num_peers + p]);
-        const uint64_t i = (uint64_t)q * a.num_peers + p;
+        const uint64_t i = (uint64_t)b * a.num_peers + p;
         if (needed)
             gin.flushAsync(team, p, reinterpret_cast<ncclGinRequest_t *>(&a.reqs[i]));
         a.flushed[i] = needed;
@@ -72,10 +75,10 @@ __global__ void __launch_bounds__(kIssueThreads) gin_issue(const ncclDevComm com
 
 __global__ void __launch_bounds__(kWaitThreads) gin_wait(const ncclDevComm comm, const engram_nccl_gin_wait_args_t a)
 {
-    const int q = blockIdx.x;
-    ncclGin gin(comm, (int)((uint32_t)(a.first_queue + q) % a.contexts));
+    const uint32_t b = blockIdx.x;
+    ncclGin gin(comm, (int)engram_nccl_gin_block_context(a.first_queue, a.per_queue, a.batches, b, a.contexts));
     for (uint32_t p = threadIdx.x; p < a.num_peers; p += blockDim.x) {
-        const uint64_t i = (uint64_t)q * a.num_peers + p;
+        const uint64_t i = (uint64_t)b * a.num_peers + p;
         if (a.flushed[i]) {
             ncclGinRequest_t req = *reinterpret_cast<const ncclGinRequest_t *>(&a.reqs[i]);
             gin.wait(req);
@@ -108,8 +111,8 @@ extern "C" int engram_nccl_gin_query(ncclComm_t comm, engram_nccl_gin_props_t *o
     return ncclSuccess;
 }
 
-extern "C" int engram_nccl_gin_devcomm_create(ncclComm_t comm, int queues, int rail, int queue_depth, void **devcomm,
-                                              uint32_t *contexts)
+extern "C" int engram_nccl_gin_devcomm_create(ncclComm_t comm, int contexts, int rail, int queue_depth, void **devcomm,
+                                              uint32_t *made)
 {
     // Loaded now, not at their first launch: under CUDA's lazy loading that
     // launch waits for the device to go idle, and the issue kernel spins
@@ -121,7 +124,7 @@ extern "C" int engram_nccl_gin_devcomm_create(ncclComm_t comm, int queues, int r
     if (dc == nullptr)
         return ncclSystemError;
     ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
-    reqs.ginContextCount = queues;
+    reqs.ginContextCount = contexts;
     reqs.ginConnectionType = rail ? NCCL_GIN_CONNECTION_RAIL : NCCL_GIN_CONNECTION_FULL;
     reqs.ginQueueDepth = queue_depth;
     reqs.ginStrongSignalsRequired = false; // gets and flushes only
@@ -132,7 +135,7 @@ extern "C" int engram_nccl_gin_devcomm_create(ncclComm_t comm, int queues, int r
         return r;
     }
     *devcomm = dc;
-    *contexts = dc->ginContextCount;
+    *made = dc->ginContextCount;
     return ncclSuccess;
 }
 
@@ -146,14 +149,14 @@ extern "C" void engram_nccl_gin_devcomm_destroy(ncclComm_t comm, void *devcomm)
 extern "C" int engram_nccl_gin_issue_launch(const void *devcomm, const engram_nccl_gin_issue_args_t *a, void *stream)
 {
     const size_t shared = (size_t)kWarps * a->num_peers * sizeof(uint32_t);
-    gin_issue<<<a->num_queues, kIssueThreads, shared, static_cast<cudaStream_t>(stream)>>>(
+    gin_issue<<<(unsigned)a->num_queues * a->batches, kIssueThreads, shared, static_cast<cudaStream_t>(stream)>>>(
         *static_cast<const ncclDevComm *>(devcomm), *a);
     return cudaGetLastError();
 }
 
 extern "C" int engram_nccl_gin_wait_launch(const void *devcomm, const engram_nccl_gin_wait_args_t *a, void *stream)
 {
-    gin_wait<<<a->num_queues, kWaitThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+    gin_wait<<<(unsigned)a->num_queues * a->batches, kWaitThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         *static_cast<const ncclDevComm *>(devcomm), *a);
     return cudaGetLastError();
 }

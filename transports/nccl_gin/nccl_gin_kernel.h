@@ -33,17 +33,19 @@ typedef struct engram_nccl_gin_issue_args {
     uint32_t hybrid;      /* rail team (peer = node); else world team (peer = rank) */
     uint32_t first_local_peer, local_peers; /* routed peers the engram layer loads itself */
     uint32_t num_peers;   /* of the team */
-    uint32_t contexts;    /* GIN contexts of the dev comm; queue q uses context q % contexts */
+    uint32_t contexts;    /* GIN contexts of the dev comm */
+    uint32_t per_queue;   /* contexts each queue owns (nccl_gin_plan.h) */
+    uint32_t batches;     /* blocks per queue of this fetch, <= per_queue */
     int first_queue, num_queues;
     ncclWindow_t recv_win;  /* this rank's receive region */
     ncclWindow_t shard_win; /* every rank's shard: a row at routing's src_off */
-    engram_nccl_gin_req_t *reqs; /* device, this slot's [num_queues][num_peers] */
-    uint8_t *flushed;            /* device, this slot's [num_queues][num_peers]: reqs[i] is live */
+    engram_nccl_gin_req_t *reqs; /* device, this slot's [num_queues * batches][num_peers] */
+    uint8_t *flushed;            /* device, the same shape: reqs[i] is live */
 } engram_nccl_gin_issue_args_t;
 
 typedef struct engram_nccl_gin_wait_args {
     uint32_t num_peers;
-    uint32_t contexts;
+    uint32_t contexts, per_queue, batches; /* the issue's */
     int first_queue, num_queues;
     const engram_nccl_gin_req_t *reqs;
     const uint8_t *flushed;
@@ -64,11 +66,11 @@ typedef struct engram_nccl_gin_props {
 } engram_nccl_gin_props_t;
 int engram_nccl_gin_query(ncclComm_t comm, engram_nccl_gin_props_t *out);
 
-/* ncclDevCommCreate with one GIN context per queue, RAIL (rail != 0) or
+/* ncclDevCommCreate with `contexts` GIN contexts, RAIL (rail != 0) or
  * FULL connections, queue_depth (0: NCCL's default). *devcomm is an opaque
- * ncclDevComm; *contexts the contexts NCCL made. Returns an ncclResult_t. */
-int engram_nccl_gin_devcomm_create(ncclComm_t comm, int queues, int rail, int queue_depth, void **devcomm,
-                                   uint32_t *contexts);
+ * ncclDevComm; *made the contexts NCCL made. Returns an ncclResult_t. */
+int engram_nccl_gin_devcomm_create(ncclComm_t comm, int contexts, int rail, int queue_depth, void **devcomm,
+                                   uint32_t *made);
 void engram_nccl_gin_devcomm_destroy(ncclComm_t comm, void *devcomm);
 
 /* Launches on stream (a cudaStream_t); return the launch's cudaError_t. */

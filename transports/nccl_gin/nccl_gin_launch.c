@@ -1,7 +1,9 @@
 /* The nccl_gin fetch launcher (hal/gpu_launcher.h): a table's receive
  * region and this rank's shard become two NCCL windows (device memory, and
- * HOST_NUMA or device memory), with a dev comm of one GIN context per
- * queue; issue and wait launch the kernels of nccl_gin_kernel.cu.
+ * HOST_NUMA or device memory), with a dev comm of per_queue GIN contexts
+ * per queue (nccl_gin_plan.h: enough that no context is asked for more
+ * gets per peer than its queue holds); issue and wait launch the kernels
+ * of nccl_gin_kernel.cu.
  *
  * Why not one window over engram/gpu's span (receive region + the node's
  * shards): the span maps the other local ranks' shards (and its own parts)
@@ -14,12 +16,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "hal/group.h"
 #include "hal/log.h"
+#include "transports/nccl_gin/nccl_gin_depth.h"
 #include "transports/nccl_gin/nccl_gin_internal.h"
 #include "transports/nccl_gin/nccl_gin_kernel.h"
+#include "transports/nccl_gin/nccl_gin_plan.h"
 
 typedef struct slot_queues {
-    int first, num; /* the queues the slot's issue used: its requests */
+    int first, num;   /* the queues the slot's issue used */
+    uint32_t batches; /* its blocks per queue: its requests */
 } slot_queues_t;
 
 struct engram_gpu_launch {
@@ -27,9 +33,11 @@ struct engram_gpu_launch {
     engram_gpu_span_t span;
     ncclWindow_t recv_win, shard_win;
     void *devcomm;
-    uint32_t contexts;
+    uint32_t contexts;           /* made by NCCL; asked for ENGRAM_NCCL_GIN_MAX_QUEUES * per_queue */
+    uint32_t per_queue;          /* contexts each queue owns */
+    uint32_t depth;              /* gets a context holds in flight per peer */
     uint32_t num_peers;          /* of the team: ranks (FULL) or nodes (RAIL) */
-    engram_nccl_gin_req_t *reqs; /* device, [slots][ENGRAM_NCCL_GIN_MAX_QUEUES][peers] */
+    engram_nccl_gin_req_t *reqs; /* device, [slots][ENGRAM_NCCL_GIN_MAX_QUEUES * per_queue][peers] */
     uint8_t *flushed;            /* device, same shape: the request is live */
     slot_queues_t *slots;
 };
@@ -41,7 +49,7 @@ static engram_status_t cuda_error(const char *what, cudaError_t ce)
 
 static size_t per_slot(const engram_gpu_launch_t *l)
 {
-    return (size_t)ENGRAM_NCCL_GIN_MAX_QUEUES * l->num_peers;
+    return (size_t)ENGRAM_NCCL_GIN_MAX_QUEUES * l->per_queue * l->num_peers;
 }
 
 static engram_status_t check_span(const engram_gpu_launch_t *l, const engram_gpu_span_t *s)
@@ -113,36 +121,46 @@ static engram_status_t nccl_gin_attach(engram_transport_t *t, const engram_gpu_s
 {
     engram_gpu_launch_t *l = calloc(1, sizeof(*l));
     if (l == NULL)
-        return engram_group_agree(t->group, ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "nccl_gin: out of memory for a launcher"));
+        return engram_group_agree_step(
+            t->group, ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "nccl_gin: out of memory for a launcher"), "attach a table");
     l->t = t;
     l->num_peers = (uint32_t)(t->hybrid ? t->size / t->local_size : t->size);
+    l->depth = engram_nccl_gin_queue_depth(t->gin_type, t->queue_depth, getenv("NCCL_GIN_PROXY_QUEUE_SIZE"),
+                                           getenv("NCCL_GIN_GDAKI_QP_DEPTH"));
     engram_status_t st = check_span(l, span);
     if (st == ENGRAM_OK) {
         l->span = *span;
+        l->per_queue = engram_nccl_gin_per_queue(span->max_rows, ENGRAM_NCCL_GIN_MAX_QUEUES, l->depth);
         st = alloc_requests(l);
     }
-    st = engram_group_agree(t->group, st);
+    st = engram_group_agree_step(t->group, st, "attach a table");
     if (st != ENGRAM_OK)
         goto err_free;
-    st = engram_group_agree(t->group, register_window(t, span->recv, span->recv_bytes, "receive region", &l->recv_win));
+    st = engram_group_agree_step(t->group,
+                                 register_window(t, span->recv, span->recv_bytes, "receive region", &l->recv_win),
+                                 "register its receive region");
     if (st != ENGRAM_OK)
         goto err_free;
-    st = engram_group_agree(t->group, register_window(t, span->shard, span->shard_bytes, "shard", &l->shard_win));
+    st = engram_group_agree_step(t->group, register_window(t, span->shard, span->shard_bytes, "shard", &l->shard_win),
+                                 "register its shard");
     if (st != ENGRAM_OK)
         goto err_free;
     ENGRAM_INFO("nccl_gin: rank %d: windows registered: receive region %llu bytes, shard %llu bytes", t->rank,
                 (unsigned long long)span->recv_bytes, (unsigned long long)span->shard_bytes);
-    ncclResult_t r = (ncclResult_t)engram_nccl_gin_devcomm_create(t->comm, ENGRAM_NCCL_GIN_MAX_QUEUES, t->hybrid, t->queue_depth,
-                                                     &l->devcomm, &l->contexts);
+    ncclResult_t r = (ncclResult_t)engram_nccl_gin_devcomm_create(
+        t->comm, (int)(ENGRAM_NCCL_GIN_MAX_QUEUES * l->per_queue), t->hybrid, t->queue_depth, &l->devcomm,
+        &l->contexts);
     if (r != ncclSuccess)
         st = engram_nccl_gin_error(t->comm, t->hybrid ? "ncclDevCommCreate (GIN, RAIL connections)"
                                                       : "ncclDevCommCreate (GIN, FULL connections)", r);
     else if (l->contexts == 0)
         st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "nccl_gin: the dev comm has no GIN context");
-    st = engram_group_agree(t->group, st);
+    st = engram_group_agree_step(t->group, st, "create its GIN dev comm");
     if (st != ENGRAM_OK)
         goto err_free;
-    ENGRAM_INFO("nccl_gin: rank %d: dev comm with %u GIN contexts, %u peers", t->rank, l->contexts, l->num_peers);
+    ENGRAM_INFO("nccl_gin: rank %d: dev comm with %u GIN contexts (%u per queue for fetches of up to %u rows; "
+                "a context holds %u gets per peer), %u peers",
+                t->rank, l->contexts, l->per_queue, span->max_rows, l->depth, l->num_peers);
     *out = l;
     return ENGRAM_OK;
 
@@ -159,6 +177,8 @@ static engram_status_t nccl_gin_issue(engram_gpu_launch_t *l, const engram_gpu_i
                             f ? f->slot : -1, f ? f->first_queue : -1, f ? f->num_queues : -1);
     const engram_transport_t *t = l->t;
     size_t at = per_slot(l) * (size_t)f->slot;
+    uint32_t batches =
+        engram_nccl_gin_batches(f->num_tokens, f->entries_per_token, (uint32_t)f->num_queues, l->depth, l->per_queue);
     engram_nccl_gin_issue_args_t a = {
         .shape = *f->shape,
         .indices = f->indices,
@@ -172,6 +192,8 @@ static engram_status_t nccl_gin_issue(engram_gpu_launch_t *l, const engram_gpu_i
         .local_peers = f->local_peers,
         .num_peers = l->num_peers,
         .contexts = l->contexts,
+        .per_queue = l->per_queue,
+        .batches = batches,
         .first_queue = f->first_queue,
         .num_queues = f->num_queues,
         .recv_win = l->recv_win,
@@ -182,7 +204,7 @@ static engram_status_t nccl_gin_issue(engram_gpu_launch_t *l, const engram_gpu_i
     cudaError_t ce = (cudaError_t)engram_nccl_gin_issue_launch(l->devcomm, &a, stream);
     if (ce != cudaSuccess)
         return cuda_error("launching the issue kernel", ce);
-    l->slots[f->slot] = (slot_queues_t){f->first_queue, f->num_queues};
+    l->slots[f->slot] = (slot_queues_t){f->first_queue, f->num_queues, batches};
     return ENGRAM_OK;
 }
 
@@ -194,6 +216,8 @@ static engram_status_t nccl_gin_wait(engram_gpu_launch_t *l, int slot, void *str
     engram_nccl_gin_wait_args_t a = {
         .num_peers = l->num_peers,
         .contexts = l->contexts,
+        .per_queue = l->per_queue,
+        .batches = l->slots[slot].batches,
         .first_queue = l->slots[slot].first,
         .num_queues = l->slots[slot].num,
         .reqs = l->reqs + at,

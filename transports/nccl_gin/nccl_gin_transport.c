@@ -5,13 +5,20 @@
  *
  * The kernels are compiled against one NCCL; the device API's structures
  * are that version's, so the library loaded at run time must be the same
- * version exactly (checked in available() and open()). */
+ * version exactly (checked in available() and open()).
+ *
+ * Where NCCL runs GIN in proxy mode (no GIN-capable NIC: every get is a
+ * descriptor a host thread moves), the caps say ENGRAM_CAP_HOST_PROXIED
+ * and transport=auto passes it over for a faster backend. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "hal/group.h"
 #include "hal/log.h"
 #include "transports/nccl_gin/nccl_gin.h"
+#include "transports/nccl_gin/nccl_gin_depth.h"
 #include "transports/nccl_gin/nccl_gin_internal.h"
 #include "transports/nccl_gin/nccl_gin_kernel.h"
 
@@ -54,46 +61,44 @@ static bool nccl_gin_available(engram_group_t *group, const char **why)
 {
     (void)group;
     static __thread char reason[320];
-    int devices = 0;
-    cudaError_t ce = cudaGetDeviceCount(&devices);
-    if (ce != cudaSuccess || devices == 0) {
-        snprintf(reason, sizeof(reason), "no CUDA GPU visible (%s)",
-                 ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
+    /* the library first: a wrong libnccl is what the user must fix, and
+     * saying so needs no GPU */
+    if (!version_matches(reason, sizeof(reason))) {
         *why = reason;
         return false;
     }
-    if (!version_matches(reason, sizeof(reason))) {
+    int devices = 0;
+    cudaError_t ce = cudaGetDeviceCount(&devices);
+    if (ce != cudaSuccess || devices == 0) {
+        char v[32];
+        version_text(engram_nccl_gin_built_version(), v, sizeof(v));
+        snprintf(reason, sizeof(reason), "no CUDA GPU visible (%s); NCCL %s loaded, the kernels' version",
+                 ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices", v);
         *why = reason;
         return false;
     }
     return true;
 }
 
-/* Rank 0's unique id to every rank, with every rank's readiness. */
-typedef struct id_msg {
-    int32_t status;
-    ncclUniqueId id;
-} id_msg_t;
-
+/* Rank 0's unique id to every rank, once every rank is ready (st: this
+ * rank's readiness so far). */
 static engram_status_t exchange_id(engram_transport_t *t, engram_status_t st, ncclUniqueId *out)
 {
-    id_msg_t mine = {.status = st};
+    ncclUniqueId mine;
+    memset(&mine, 0, sizeof(mine));
+    ncclUniqueId *all = st == ENGRAM_OK ? malloc((size_t)t->size * sizeof(*all)) : NULL;
+    if (st == ENGRAM_OK && all == NULL)
+        st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "nccl_gin: out of memory for %d unique ids", t->size);
     if (st == ENGRAM_OK && t->rank == 0) {
-        ncclResult_t r = ncclGetUniqueId(&mine.id);
+        ncclResult_t r = ncclGetUniqueId(&mine);
         if (r != ncclSuccess)
-            mine.status = engram_nccl_gin_error(NULL, "ncclGetUniqueId", r);
+            st = engram_nccl_gin_error(NULL, "ncclGetUniqueId", r);
     }
-    id_msg_t *all = malloc((size_t)t->size * sizeof(*all));
-    if (all == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "nccl_gin: out of memory for %d ids", t->size);
-    engram_status_t gst = engram_group_allgather(t->group, &mine, all, sizeof(mine));
-    st = gst != ENGRAM_OK ? gst : (engram_status_t)mine.status;
-    for (int r = 0; st == ENGRAM_OK && r < t->size; r++)
-        if (all[r].status != ENGRAM_OK)
-            st = ENGRAM_ERROR((engram_status_t)all[r].status, "nccl_gin: rank %d could not start (%s)", r,
-                              engram_status_str((engram_status_t)all[r].status));
+    st = engram_group_agree_step(t->group, st, "prepare its NCCL communicator");
     if (st == ENGRAM_OK)
-        *out = all[0].id;
+        st = engram_group_allgather(t->group, &mine, all, sizeof(mine));
+    if (st == ENGRAM_OK)
+        *out = all[0];
     free(all);
     return st;
 }
@@ -121,6 +126,22 @@ static engram_status_t check_props(engram_transport_t *t)
                             "group %d (local_size %d); give each node's ranks their own NCCL_HOSTID",
                             p.lsa_teams, nodes, t->local_size);
     return ENGRAM_OK;
+}
+
+/* "NCCL 2.30.7, GIN proxy over RMA plugin <NCCL_RMA_PLUGIN>, FULL
+ * connections": the version, the GIN type NCCL chose (gdaki: the NIC's
+ * GPU-direct path; proxy: a host thread, over the RMA plugin named in
+ * NCCL_RMA_PLUGIN when set) and the connections. */
+static void nccl_gin_describe(const engram_transport_t *t, char *buf, size_t len)
+{
+    static const char *const types[] = {"none", "?", "proxy", "gdaki (GPU-initiated on the NIC)", "gpi"};
+    char v[32];
+    version_text(engram_nccl_gin_built_version(), v, sizeof(v));
+    int ty = t->gin_type >= 0 && t->gin_type <= 4 ? t->gin_type : 1;
+    const char *plugin = getenv("NCCL_RMA_PLUGIN");
+    bool over_plugin = ty == ENGRAM_NCCL_GIN_TYPE_PROXY && plugin != NULL && plugin[0] != '\0';
+    snprintf(buf, len, "NCCL %s, GIN %s%s%s, %s connections", v, types[ty], over_plugin ? " over RMA plugin " : "",
+             over_plugin ? plugin : "", t->hybrid ? "RAIL" : "FULL");
 }
 
 /* The keys nccl_gin declares (read through the view at open). */
@@ -154,11 +175,14 @@ static engram_status_t nccl_gin_open(engram_group_t *group, const engram_config_
     if (st != ENGRAM_OK)
         goto err_free;
     ncclResult_t r = ncclCommInitRank(&t->comm, t->size, id, t->rank);
-    st = engram_group_agree(t->group, r == ncclSuccess ? check_props(t) : engram_nccl_gin_error(NULL, "ncclCommInitRank", r));
+    st = engram_group_agree_step(t->group,
+                                 r == ncclSuccess ? check_props(t) : engram_nccl_gin_error(NULL, "ncclCommInitRank", r),
+                                 "create its NCCL communicator with GIN");
     if (st != ENGRAM_OK)
         goto err_destroy_comm;
-    ENGRAM_INFO("nccl_gin: rank %d of %d: communicator ready, GIN type %d, %s connections", t->rank, t->size,
-                t->gin_type, t->hybrid ? "RAIL" : "FULL");
+    char desc[512];
+    nccl_gin_describe(t, desc, sizeof(desc));
+    ENGRAM_INFO("nccl_gin: rank %d of %d: communicator ready: %s", t->rank, t->size, desc);
     *out = t;
     return ENGRAM_OK;
 
@@ -173,21 +197,13 @@ err_free:
 static void nccl_gin_caps(const engram_transport_t *t, engram_transport_caps_t *caps)
 {
     *caps = (engram_transport_caps_t){
-        .flags = ENGRAM_CAP_GPU_INITIATED | ENGRAM_CAP_HYBRID | ENGRAM_CAP_CROSS_HOST,
+        .flags = ENGRAM_CAP_GPU_INITIATED | ENGRAM_CAP_HYBRID | ENGRAM_CAP_CROSS_HOST |
+                 (t->gin_type == ENGRAM_NCCL_GIN_TYPE_PROXY ? ENGRAM_CAP_HOST_PROXIED : 0u),
         .read_kinds = ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_CUDA_DEVICE) | ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_CUDA_HOST_NUMA),
         .write_kinds = ENGRAM_MEM_KIND_BIT(ENGRAM_MEM_CUDA_DEVICE),
         .max_queues = ENGRAM_NCCL_GIN_MAX_QUEUES,
         .max_outstanding = t->queue_depth,
     };
-}
-
-static void nccl_gin_describe(const engram_transport_t *t, char *buf, size_t len)
-{
-    static const char *const types[] = {"none", "?", "proxy", "gdaki", "gpi"};
-    char v[32];
-    version_text(engram_nccl_gin_built_version(), v, sizeof(v));
-    int ty = t->gin_type >= 0 && t->gin_type <= 4 ? t->gin_type : 1;
-    snprintf(buf, len, "NCCL %s, GIN %s, %s connections", v, types[ty], t->hybrid ? "RAIL" : "FULL");
 }
 
 static void nccl_gin_close(engram_transport_t *t)

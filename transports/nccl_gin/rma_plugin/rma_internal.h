@@ -99,12 +99,21 @@ RMA_HIDDEN rma_result_t rma_region_deregister(rma_comm_t *c, void *mhandle);
 RMA_HIDDEN rma_result_t rma_region_apply_signal(rma_comm_t *c, const rma_signal_msg_t *m);
 
 /* ---- contexts and requests ---- */
+/* NCCL contexts share the context's copy streams round-robin beyond this
+ * many (context i on stream i % RMA_MAX_STREAMS): CUDA has at most 32
+ * hardware queues (CUDA_DEVICE_MAX_CONNECTIONS), and a copy stream that
+ * shares one with a GIN kernel spinning for that copy never runs, so the
+ * plugin keeps half of them and leaves the rest to the application's
+ * streams whatever the number of GIN contexts. */
+#define RMA_MAX_STREAMS 16
+
 struct rma_context {
     rma_context_t *next;
     rma_comm_t *comm;
-    int n;
-    cudaStream_t *streams;       /* one per NCCL context index */
-    rma_stream_order_t *order;   /* [n] */
+    int n;                     /* NCCL contexts */
+    int nstreams;              /* min(n, RMA_MAX_STREAMS) */
+    cudaStream_t *streams;     /* [nstreams]: context i copies on stream i % nstreams */
+    rma_stream_order_t *order; /* [nstreams] */
 };
 
 RMA_HIDDEN rma_result_t rma_ops_create_context(void *coll_comm, rma_config_t *config, void **rma_ctx);

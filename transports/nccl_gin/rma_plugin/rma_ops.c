@@ -1,6 +1,7 @@
 /* Contexts and one-sided operations. A context holds one CUDA stream per
- * NCCL context index; iget/iput are cudaMemcpyAsync between this rank's
- * registration and the peer's, mapped here, on that stream; a request is
+ * NCCL context index, up to RMA_MAX_STREAMS, which further indices share;
+ * iget/iput are cudaMemcpyAsync between this rank's registration and the
+ * peer's, mapped here, on the index's stream; a request is
  * an event recorded after the copy, and test() queries it. A signal is
  * sent to the owner of the signal's memory once the copy before it has
  * completed, and the owner applies it (rma_region_apply_signal), so the
@@ -29,19 +30,21 @@ rma_result_t rma_ops_create_context(void *coll_comm, rma_config_t *config, void 
     rma_result_t res = rma_use_device(c);
     if (res != RMA_SUCCESS)
         return res;
+    int nstreams = config->n_contexts < RMA_MAX_STREAMS ? config->n_contexts : RMA_MAX_STREAMS;
     rma_context_t *x = calloc(1, sizeof(*x));
-    if (x == NULL || (x->streams = calloc((size_t)config->n_contexts, sizeof(*x->streams))) == NULL ||
-        (x->order = calloc((size_t)config->n_contexts, sizeof(*x->order))) == NULL) {
+    if (x == NULL || (x->streams = calloc((size_t)nstreams, sizeof(*x->streams))) == NULL ||
+        (x->order = calloc((size_t)nstreams, sizeof(*x->order))) == NULL) {
         if (x != NULL)
             free(x->streams);
         free(x);
         return RMA_ERR_SYSTEM;
     }
     x->comm = c;
-    for (int i = 0; i < config->n_contexts; i++)
+    x->n = config->n_contexts;
+    for (int i = 0; i < nstreams; i++)
         x->order[i] = (rma_stream_order_t)RMA_STREAM_ORDER_INIT;
-    for (; x->n < config->n_contexts; x->n++) {
-        cudaError_t e = cudaStreamCreateWithFlags(&x->streams[x->n], cudaStreamNonBlocking);
+    for (; x->nstreams < nstreams; x->nstreams++) {
+        cudaError_t e = cudaStreamCreateWithFlags(&x->streams[x->nstreams], cudaStreamNonBlocking);
         if (e != cudaSuccess) {
             RMA_WARN("createContext: cudaStreamCreate: %s", cudaGetErrorString(e));
             (void)rma_ops_destroy_context(x);
@@ -70,7 +73,7 @@ rma_result_t rma_ops_destroy_context(void *rma_ctx)
         }
     pthread_mutex_unlock(&c->lock);
     rma_result_t res = rma_use_device(c);
-    for (int i = 0; i < x->n; i++) {
+    for (int i = 0; i < x->nstreams; i++) {
         if (res == RMA_SUCCESS && cudaStreamSynchronize(x->streams[i]) != cudaSuccess)
             res = RMA_ERR_CUDA;
         cudaStreamDestroy(x->streams[i]);
@@ -86,7 +89,7 @@ rma_result_t rma_ops_quiesce(rma_comm_t *c)
     rma_result_t res = RMA_SUCCESS;
     pthread_mutex_lock(&c->lock);
     for (rma_context_t *x = c->contexts; x != NULL; x = x->next)
-        for (int i = 0; i < x->n; i++)
+        for (int i = 0; i < x->nstreams; i++)
             if (cudaStreamSynchronize(x->streams[i]) != cudaSuccess)
                 res = RMA_ERR_CUDA;
     pthread_mutex_unlock(&c->lock);
@@ -115,8 +118,8 @@ static rma_result_t op_stream(rma_context_t *x, int context, uint32_t rank, cuda
         RMA_WARN("rank %u outside the %d ranks", rank, x->comm->nranks);
         return RMA_ERR_ARGUMENT;
     }
-    *out = x->streams[context];
-    *order = &x->order[context];
+    *out = x->streams[context % x->nstreams];
+    *order = &x->order[context % x->nstreams];
     return rma_use_device(x->comm);
 }
 

@@ -5,7 +5,8 @@
  * without a shareable handle (like NCCL's signal buffers) and malloc'd host
  * memory; iget and iput in both directions at offsets that cross the
  * allocations' boundary, iputSignal (ADD, INC, signal only, to each kind of
- * signal memory, to itself), iflush, rejected bad arguments; then every
+ * signal memory, to itself), iflush, on contexts 0 and 17 of 18 (more than
+ * the plugin's 16 copy streams: 17 shares one), rejected bad arguments; then every
  * buffer is compared bit for bit with what it must hold, and everything is
  * released. Needs a GPU (tagged gpu).
  * Usage: rma_plugin_test [path/to/libnccl-rma-engram.so]
@@ -260,7 +261,10 @@ static void run_rank(const char *plugin, int ndev)
     CHECK(P->connect(ctx, bad_hp, 2, me, listen_comm, &comm) == RMA_ERR_ARGUMENT);
     RMA_OK(P->connect(ctx, hp, 2, me, listen_comm, &comm));
     RMA_OK(P->close_listen(listen_comm));
-    rma_config_t cfg = {.n_contexts = 2, .traffic_class = -1, .rank_stride = 1};
+    /* more contexts than the plugin's copy streams (16): context CTX_B
+     * shares stream 1 with context 1 */
+    enum { CONTEXTS = 18, CTX_B = 17 };
+    rma_config_t cfg = {.n_contexts = CONTEXTS, .traffic_class = -1, .rank_stride = 1};
     void *rctx = NULL;
     RMA_OK(P->create_context(comm, &cfg, &rctx));
 
@@ -292,11 +296,11 @@ static void run_rank(const char *plugin, int ndev)
     RMA_OK(P->reg_mr_sym(comm, M, L.m_size, RMA_PTR_HOST, 0, &mM));
     barrier();
 
-    /* gets and a plain put, on both contexts */
+    /* gets and a plain put, on two contexts */
     void *r[8];
     RMA_OK(P->iget(rctx, 0, L.gs_off, mD, L.gs_len, L.gd_off, mH, (uint32_t)peer, &r[0]));
-    RMA_OK(P->iget(rctx, 1, L.hs_off, mH, L.ld_len, L.ld_off, mD, (uint32_t)peer, &r[1]));
-    RMA_OK(P->iput(rctx, 1, 0, mM, L.pd_len, L.pd_off, mD, (uint32_t)peer, &r[2]));
+    RMA_OK(P->iget(rctx, CTX_B, L.hs_off, mH, L.ld_len, L.ld_off, mD, (uint32_t)peer, &r[1]));
+    RMA_OK(P->iput(rctx, CTX_B, 0, mM, L.pd_len, L.pd_off, mD, (uint32_t)peer, &r[2]));
     wait_all(comm, r, 3);
     /* puts with signals: ADD 5 after data, INC, signal only ADD 7 (to the
      * peer's unshareable device memory), ADD 3 to the peer's malloc'd
@@ -305,9 +309,9 @@ static void run_rank(const char *plugin, int ndev)
                           RMA_SIGNAL_OP_ADD, true, &r[0]));
     RMA_OK(P->iput_signal(rctx, 0, 0, NULL, 0, 0, NULL, (uint32_t)peer, 8u * (uint32_t)me, mS, 1000,
                           RMA_SIGNAL_OP_INC, false, &r[1]));
-    RMA_OK(P->iput_signal(rctx, 1, 0, NULL, 0, 0, NULL, (uint32_t)peer, 8u * (uint32_t)me, mS, 7,
+    RMA_OK(P->iput_signal(rctx, CTX_B, 0, NULL, 0, 0, NULL, (uint32_t)peer, 8u * (uint32_t)me, mS, 7,
                           RMA_SIGNAL_OP_ADD, true, &r[2]));
-    RMA_OK(P->iput_signal(rctx, 1, 0, NULL, 0, 0, NULL, (uint32_t)peer, L.m_sig, mM, 3, RMA_SIGNAL_OP_ADD, true,
+    RMA_OK(P->iput_signal(rctx, CTX_B, 0, NULL, 0, 0, NULL, (uint32_t)peer, L.m_sig, mM, 3, RMA_SIGNAL_OP_ADD, true,
                           &r[3]));
     RMA_OK(P->iput_signal(rctx, 0, 0, NULL, 0, 0, NULL, (uint32_t)me, 16, mS, 9, RMA_SIGNAL_OP_ADD, true, &r[4]));
     RMA_OK(P->iget(rctx, 0, L.hs_off, mH, L.m_self_len, L.m_self, mM, (uint32_t)me, &r[5]));
@@ -361,10 +365,10 @@ static void run_rank(const char *plugin, int ndev)
     CHECK(P->iput_signal(rctx, 0, 0, NULL, 0, 0, NULL, (uint32_t)peer, 4, mS, 1, RMA_SIGNAL_OP_ADD, true, &q) ==
           RMA_ERR_ARGUMENT);
     CHECK(P->iput_signal(rctx, 0, 0, NULL, 0, 0, NULL, (uint32_t)peer, 0, mS, 1, 7, true, &q) == RMA_ERR_ARGUMENT);
-    CHECK(P->iget(rctx, 2, 0, mD, 8, 0, mH, (uint32_t)peer, &q) == RMA_ERR_ARGUMENT);
+    CHECK(P->iget(rctx, CONTEXTS, 0, mD, 8, 0, mH, (uint32_t)peer, &q) == RMA_ERR_ARGUMENT);
     CHECK(P->iget(rctx, -1, 0, mD, 8, 0, mH, (uint32_t)peer, &q) == RMA_ERR_ARGUMENT);
     CHECK(P->iget(rctx, 0, 0, mD, 8, 0, mH, 2, &q) == RMA_ERR_ARGUMENT);
-    CHECK(P->iflush(rctx, 3, mD, (uint32_t)peer, &q) == RMA_ERR_ARGUMENT);
+    CHECK(P->iflush(rctx, CONTEXTS + 1, mD, (uint32_t)peer, &q) == RMA_ERR_ARGUMENT);
     int done = 0, not_a_region = 0;
     CHECK(P->test(comm, NULL, &done) == RMA_ERR_ARGUMENT);
     CHECK(P->dereg_mr_sym(comm, &not_a_region) == RMA_ERR_ARGUMENT);

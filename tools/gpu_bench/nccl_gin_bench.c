@@ -6,8 +6,10 @@
  *   issue: engram_fetch_on_stream's kernels (issue + local gather),
  *   wait:  from there to the end of the launcher's wait kernel,
  * and the medians over the timed fetches are printed (rank 0) and, with a
- * path argument, appended there as one JSON line. Needs 2 GPUs and NCCL's
- * GIN (on a host without a GIN NIC: the RMA plugin, README.md).
+ * path argument, appended there as one JSON line. Needs NCCL's GIN (on a
+ * host without a GIN NIC: the RMA plugin, transports/nccl_gin/README.md)
+ * and one GPU per rank, or one GPU for both (NCCL_MULTI_RANK_GPU_ENABLE=1,
+ * set here when there is only one).
  * Usage: nccl_gin_bench [json_path [tokens [entries_per_rank]]] ("" for no JSON) */
 #include <cuda_runtime_api.h>
 #include <signal.h>
@@ -67,6 +69,8 @@ static int rank_main(engram_group_t *g, void *arg)
     int rank = engram_group_rank(g), devices = 0;
     CK(cudaGetDeviceCount(&devices));
     CK(cudaSetDevice(rank % devices));
+    if (devices < 2)
+        setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 0); /* NCCL refuses two ranks on one GPU otherwise */
     char hostid[32];
     snprintf(hostid, sizeof(hostid), "engram-node-%d", rank);
     setenv("NCCL_HOSTID", hostid, 1);
