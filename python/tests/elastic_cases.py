@@ -94,6 +94,20 @@ def case_shape_at_first_write_bf16(ctx):
     buf.destroy()
 
 
+def case_destroy_with_live_views(ctx):
+    """DeepEP's test destroys while its last fetch's tensors are alive: the
+    destroy goes through (engram.Buffer would say BusyError)."""
+    buf = ctx.buffer()
+    buf.engram_write(ctx.bf16)
+    data, _ = buf.engram_fetch(ctx.indices)()
+    kept = buf.engram_fetch(ctx.indices)  # a hook never called
+    assert torch.equal(data, ctx.full_bf16[ctx.indices.view(-1).long()].view(T, -1))
+    buf.destroy()
+    buf.destroy()  # harmless twice
+    expect(engram.StateError, buf.engram_fetch, ctx.indices, match="destroyed")
+    del data, kept
+
+
 def check_sf(ctx, sf_written):
     buf = ctx.buffer(dtype="float8_e4m3fn", hidden=H)
     buf.engram_write(ctx.shard, sf=sf_written)

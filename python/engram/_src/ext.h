@@ -177,6 +177,7 @@ typedef struct eg_fetch {
     int has_indices;
     PyObject *keep;      /* recv='cuda', torch fast path: the index tensor, kept until release */
     int tracked;         /* its rows were handed out in stream order and the table awaits its completion */
+    PyObject *weakreflist; /* engram.ElasticBuffer keeps its fetches weakly, to detach them at destroy */
 } eg_fetch_t;
 extern PyTypeObject eg_FetchType;
 PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_major, PyObject *stream,

@@ -7,6 +7,8 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include <stddef.h>
+
 #include "ext.h"
 
 #define WAIT_SLICE_NS (20 * 1000 * 1000) /* how long a wait runs between signal checks */
@@ -137,6 +139,7 @@ static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col
     self->fail_message = NULL;
     self->has_indices = 0;
     self->keep = NULL;
+    self->weakreflist = NULL;
     memset(&self->indices, 0, sizeof(self->indices));
     self->tracked = 0;
     int queues = num_qps > 0 && num_qps < t->queues ? num_qps : t->queues;
@@ -515,8 +518,27 @@ static PyObject *fetch_release(eg_fetch_t *self, PyObject *noargs)
     Py_RETURN_NONE;
 }
 
+/* DeepEP's lifetime for engram.ElasticBuffer's destroy: the slot goes
+ * though tensors still view it (they must not be used after). */
+static PyObject *fetch_detach(eg_fetch_t *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (self->waiting)
+        return eg_raise(eg_BusyError, "detach: another thread is waiting on this fetch");
+    eg_log_hold();
+    engram_status_t st = fetch_release_slot(self);
+    if (st != ENGRAM_OK)
+        eg_raise_status(st, "detach");
+    eg_log_flush();
+    if (st != ENGRAM_OK)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static void fetch_dealloc(eg_fetch_t *self)
 {
+    if (self->weakreflist != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
     /* a release nobody sees: the library's line about a timed-out one is logged */
     PyObject *pending = eg_err_take();
     (void)fetch_release_slot(self);
@@ -554,6 +576,9 @@ static PyMethodDef fetch_methods[] = {
     {"release", (PyCFunction)fetch_release, METH_NOARGS,
      "release()\n--\n\nFrees the receive slot now (BusyError while tensors still view it; TimeoutError when "
      "its gets had not completed: released, the slot retired until they do)."},
+    {"detach", (PyCFunction)fetch_detach, METH_NOARGS,
+     "detach()\n--\n\nAs release(), though tensors still view the slot: they see what the next fetch into it "
+     "writes, and nothing once the buffer is destroyed (DeepEP's lifetime, for ElasticBuffer.destroy)."},
     {NULL},
 };
 
@@ -570,6 +595,7 @@ PyTypeObject eg_FetchType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A fetch in flight (made by Table.fetch); wait() returns its rows.",
     .tp_dealloc = (destructor)fetch_dealloc,
+    .tp_weaklistoffset = offsetof(eg_fetch_t, weakreflist),
     .tp_methods = fetch_methods,
     .tp_getset = fetch_getset,
 };
