@@ -1,23 +1,80 @@
 """engram.Group constructors: from a torch.distributed process group, from an
 mpi4py communicator, and the fork launcher for standalone scripts."""
+import itertools
 import os
 import socket
+import time
+import weakref
 from typing import Any, Callable, List, Optional
 
 from . import _engram
 from ._args import I32, check_int
-from ._engram import Error, InvalidArgumentError
+from ._engram import Error, InvalidArgumentError, TimeoutError
 
 
-def _serving(work) -> None:
-    """Waits for a torch collective started with async_op=True, serving the
-    group's progress hook meanwhile: with a transport whose gets need the
-    owner's CPU (ucx over shared memory or TCP) the peers' gets complete only
-    while this rank serves them, also while it is parked in a collective."""
+def _serving(work, deadline: float) -> bool:
+    """Waits for a torch collective started with async_op=True until
+    `deadline` (time.monotonic()), serving the group's progress hook meanwhile:
+    with a transport whose gets need the owner's CPU (ucx over shared memory or
+    TCP) the peers' gets complete only while this rank serves them, also while
+    it is parked in a collective. False when the deadline passed first."""
     while not work.is_completed():
+        if time.monotonic() >= deadline:
+            return False
         if not _engram.Group._serve_progress():
-            break  # nothing to serve: block
+            time.sleep(_POLL_S)  # nothing to serve: poll gently
     work.wait()  # raises the collective's error, if any
+    return True
+
+
+# Between polls of a collective when there is nothing to serve.
+_POLL_S = 0.001
+
+
+class _TorchCollectives:
+    """A torch process group's collectives, each bounded by the engram
+    group's timeout_ms (not the process group's own timeout: gloo's is 30
+    minutes by default) and numbered: a rank records in the process group's
+    store that it entered collective n, so a rank whose collective times
+    out names the ranks that never entered it."""
+
+    # Process groups wrapped so far; from_torch is collective, so every rank
+    # numbers the same group alike.
+    _made = itertools.count()
+
+    def __init__(self, dist, cpu, rank, size):
+        self.dist, self.cpu, self.rank, self.size = dist, cpu, rank, size
+        self.store = dist.PrefixStore("engram/group%d/" % next(self._made), dist.distributed_c10d._get_default_store())
+        self.seq = 0
+        self.group = None  # the engram Group, weakly (a weakref.ref), once made
+
+    def _run(self, what, start):
+        seq, self.seq = self.seq, self.seq + 1
+        self.store.add("%d/%d" % (seq, self.rank), 1)
+        timeout_ms = self.group().timeout_ms  # alive: it is the one calling
+        if _serving(start(), time.monotonic() + timeout_ms / 1000):
+            return
+        absent = [r for r in range(self.size) if self.store.add("%d/%d" % (seq, r), 0) == 0]  # add 0: a read
+        raise TimeoutError("rank %d: %s through the torch process group did not complete within the engram "
+                           "group's timeout_ms=%d; %s" % (
+                               self.rank, what, timeout_ms,
+                               "no answer from rank%s %s" % ("s" if len(absent) > 1 else "",
+                                                              ", ".join(map(str, absent)))
+                               if absent else "every rank entered it, so a link between ranks is down"))
+
+    def allgather(self, data: bytes):
+        import torch
+
+        n = len(data)
+        out = torch.empty(self.size * n, dtype=torch.uint8)
+        if n:
+            mine = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            self._run("an allgather of %d bytes" % n,
+                      lambda: self.dist.all_gather(list(out.split(n)), mine, group=self.cpu, async_op=True))
+        return out.numpy()
+
+    def barrier(self):
+        self._run("a barrier", lambda: self.dist.barrier(group=self.cpu, async_op=True))
 
 
 class Group(_engram.Group):
@@ -36,8 +93,10 @@ class Group(_engram.Group):
         else from the hosts of the ranks (a host is one kernel, network and
         pid namespace, as everywhere in engram; not the hostname), which must
         be grouped by host in consecutive ranks. local_rank, when given or in
-        LOCAL_RANK, is checked against rank % local_size."""
-        import torch
+        LOCAL_RANK, is checked against rank % local_size. Each collective is
+        bounded by the group's timeout_ms (engram's timeout, whatever the
+        process group's own), and one that times out names the ranks that
+        never entered it."""
         import torch.distributed as dist
 
         pg = process_group if process_group is not None else dist.group.WORLD
@@ -51,18 +110,9 @@ class Group(_engram.Group):
             local_rank = int(os.environ["LOCAL_RANK"])
         local_rank, local_size = _check_local(rank, size, local_rank, local_size)
 
-        def allgather(data: bytes):
-            n = len(data)
-            out = torch.empty(size * n, dtype=torch.uint8)
-            if n:
-                mine = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-                _serving(dist.all_gather(list(out.split(n)), mine, group=cpu, async_op=True))
-            return out.numpy()
-
-        def barrier():
-            _serving(dist.barrier(group=cpu, async_op=True))
-
-        g = cls._from_callbacks(rank, size, local_size, allgather, barrier)
+        coll = _TorchCollectives(dist, cpu, rank, size)
+        g = cls._from_callbacks(rank, size, local_size, coll.allgather, coll.barrier)
+        coll.group = weakref.ref(g)
         g._keep = cpu  # the side group lives as long as this group
         return g
 
