@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "hal/group.h"
 #include "hal/log.h"
 #include "hal/testdata/check_error.h"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "hal/group_mpi.h"
 #include "hal/group_provider.h"
 #include "hal/log.h"

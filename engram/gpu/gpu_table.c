@@ -14,7 +14,7 @@
 #include "engram/gpu/gpu_table.h"
 #include "hal/log.h"
 #include "memory/cuda_segment.h"
-#include "memory/fd_share.h"
+#include "engram/plugin/segment.h"
 
 static engram_status_t cuda_error(const char *what, cudaError_t ce)
 {

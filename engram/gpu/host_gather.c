@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "hal/log.h"
 #include "memory/numa_sys.h"
 

@@ -13,12 +13,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hal/group.h"
-#include "hal/log.h"
-#include "memory/fd_share.h"
+#include "engram/plugin/group.h"
+#include "engram/log.h"
+#include "engram/plugin/segment.h"
 #include "memory/free_list.h"
 #include "memory/held_copy.h"
-#include "memory/segment_span.h"
 
 #define LOOPBACK_MAX_QUEUES 64
 #define REQUEST_BLOCK 64 /* flush requests allocated at a time */

@@ -4,7 +4,7 @@
 #ifndef ENGRAM_TRANSPORTS_NCCL_GIN_H
 #define ENGRAM_TRANSPORTS_NCCL_GIN_H
 
-#include "hal/transport.h"
+#include "engram/plugin/transport.h"
 
 extern const engram_transport_ops_t engram_nccl_gin_ops;
 

@@ -12,7 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "hal/log.h"
+#include "engram/log.h"
 #include "transports/ucx/ucx_internal.h"
 
 /* A region on the transport's list (so close frees leftovers); its memory

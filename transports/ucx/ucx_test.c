@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "hal/config.h"
 #include "hal/config_keys.h"
 #include "hal/registry.h"

@@ -12,18 +12,18 @@
  *
  * Threads: calls on different queues may run concurrently; calls on one
  * queue must not. */
-#ifndef ENGRAM_HAL_TRANSPORT_H
-#define ENGRAM_HAL_TRANSPORT_H
+#ifndef ENGRAM_PLUGIN_TRANSPORT_H
+#define ENGRAM_PLUGIN_TRANSPORT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "hal/config_view.h"
-#include "hal/gpu_launcher.h"
-#include "hal/group.h"
-#include "hal/log.h"
-#include "hal/segment.h"
-#include "hal/status.h"
+#include "engram/log.h"
+#include "engram/plugin/config.h"
+#include "engram/plugin/gpu_launcher.h"
+#include "engram/plugin/group.h"
+#include "engram/plugin/segment.h"
+#include "engram/status.h"
 
 #ifdef __cplusplus
 extern "C" {
