@@ -335,9 +335,11 @@ static void test_plugins_refused(void)
         engram_status_t status;
         const char *message;
     } refused[] = {
-        {"badver", ENGRAM_ERR_VERSION, "was built for transport ABI version 3; this library uses version 2"},
-        {"nosym", ENGRAM_ERR_INVALID, "does not export engram_transport_plugin_v1"},
-        {"noops", ENGRAM_ERR_INVALID, "engram_transport_plugin_v1.ops is NULL"},
+        {"badver", ENGRAM_ERR_VERSION, "exports engram_transport_plugin_v3 with transport ABI version 4; that symbol is "
+                                       "version 3's (this library reads versions 2 and 3)"},
+        {"nosym", ENGRAM_ERR_INVALID, "exports neither engram_transport_plugin_v3 (transport ABI version 3) nor "
+                                      "engram_transport_plugin_v1 (version 2)"},
+        {"noops", ENGRAM_ERR_INVALID, "its record's ops is NULL"},
         {"small", ENGRAM_ERR_VERSION, "this library needs at least"},
         {"badname", ENGRAM_ERR_INVALID, "ops->name is 'someone_else', expected 'badname'"},
         {"nofns", ENGRAM_ERR_INVALID, "ops->caps is NULL but every transport must provide it"},

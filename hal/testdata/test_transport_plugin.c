@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hal/log.h"
-#include "hal/registry.h"
+#include <engram/log.h>
+#include <engram/plugin/plugin.h>
 
 enum { TP_MAX_QUEUES = 4, TP_MAX_PENDING = 64 };
 
@@ -213,8 +213,11 @@ static const engram_transport_ops_t tp_ops = {
     .num_config_keys = sizeof(tp_keys) / sizeof(tp_keys[0]),
 };
 
-/* The one symbol the loader looks for; everything else stays hidden. */
-ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v1 = {
-    .abi_version = ENGRAM_TRANSPORT_ABI_VERSION,
-    .ops = &tp_ops,
-};
+/* The one symbol the loader looks for; everything else stays hidden.
+ * TESTPLUG_ABI_V2 builds it as a plugin of the previous transport ABI
+ * version was built: its record under that version's symbol. */
+#ifdef TESTPLUG_ABI_V2
+ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v1 = {ENGRAM_TRANSPORT_ABI_VERSION_V2, &tp_ops};
+#else
+ENGRAM_TRANSPORT_PLUGIN(tp_ops);
+#endif

@@ -28,7 +28,8 @@ def plugin_dir():
         out = tempfile.mkdtemp(prefix="engram-stallplug-")
         so = os.path.join(out, "libengram_transport_stallplug.so")
         r = subprocess.run([cc, "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared",
-                            "-I" + include, os.path.join(HERE, "stallplug.c"), "-o", so],
+                            "-I" + include, os.path.join(HERE, "stallplug.c"), "-o", so,
+                            "-L" + _build_info.LIBDIRS[0], "-lengram"],
                            capture_output=True, text=True)
         assert r.returncode == 0, "building stallplug.c against %s:\n%s" % (include, r.stderr)
         _built["dir"] = out
