@@ -364,6 +364,11 @@ static void test_plugins_refused(void)
     const engram_transport_ops_t *gpu = NULL;
     CHECK_OK(engram_registry_load_plugin("gpuonly", plugin_dir, &gpu));
     CHECK(gpu != NULL && gpu->get == NULL && gpu->gpu_launcher != NULL && gpu->gpu_launcher->issue != NULL);
+    /* A plugin of the previous transport ABI version (its record under
+     * engram_transport_plugin_v1) is read as the current one. */
+    const engram_transport_ops_t *old = NULL;
+    CHECK_OK(engram_registry_load_plugin("oldabi", plugin_dir, &old));
+    CHECK(old != NULL && strcmp(old->name, "oldabi") == 0);
 }
 
 static void test_plugin_path_refused(void)
