@@ -47,9 +47,10 @@ ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v3 = {ENGRAM_
 #elif defined(OLD_ABI)
 #define PLUGIN_NAME "oldabi"
 #endif
-/* BROKEN_KEYS has a sound launcher, so only its key table is wrong. */
+/* BROKEN_KEYS has a sound launcher, so only its key table is wrong;
+ * OLD_ABI is a sound GPU-initiated plugin but for its record's version. */
 #if defined(LAUNCHER_OK) || defined(LAUNCHER_NOFNS) || defined(LAUNCHER_MIXED) || defined(LAUNCHER_SMALL) || \
-    defined(BROKEN_KEYS)
+    defined(BROKEN_KEYS) || defined(OLD_ABI)
 #define WITH_LAUNCHER 1
 #endif
 #ifndef PLUGIN_ABI
