@@ -53,6 +53,8 @@ static inline void eg_err_restore(PyObject *exc)
 int eg_int_in(PyObject *o, const char *name, long long low, long long high, long long *out);
 int eg_arg_u32(PyObject *o, void *out);
 int eg_arg_u63(PyObject *o, void *out);
+/* _check_int(name, value, low, high): eg_int_in for the Python layer. */
+PyObject *eg_check_int(PyObject *self, PyObject *args);
 
 /* _set_log_callback(fn or None): the library's log lines to fn (log_bridge.c). */
 PyObject *eg_set_log_callback(PyObject *self, PyObject *fn);
