@@ -389,8 +389,8 @@ static void test_plugin_path_refused(void)
     CHECK(ops == NULL);
 
     /* From the environment, as a user would set it: a configuration error
-     * whatever the transport (issue 13 defect 5: it was only logged when
-     * transport=auto looked for plugins). */
+     * whatever the transport (not only logged when transport=auto looks
+     * for plugins). */
     const char *transports[] = {"testplug", "loopback", "auto"};
     for (int i = 0; i < 3; i++) {
         CHECK(setenv("ENGRAM_PLUGIN_PATH", i == 2 ? "." : "hal", 1) == 0);
