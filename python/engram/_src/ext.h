@@ -176,7 +176,5 @@ PyObject *eg_array_new(eg_fetch_t *owner, void *data, int64_t rows, int64_t cols
 PyObject *eg_export_capsule(eg_fetch_t *owner, void *data, int64_t rows, int64_t cols, int64_t stride0,
                             int64_t stride1, DLDataType dtype, DLDevice device);
 
-/* bench.c */
-PyObject *eg_bench_c_fetch(PyObject *self, PyObject *args);
 
 #endif

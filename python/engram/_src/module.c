@@ -60,9 +60,6 @@ static PyMethodDef module_methods[] = {
     {"_check_int", eg_check_int, METH_VARARGS,
      "_check_int(name, value, low, high)\n--\n\nvalue as an int if operator.index() takes it (not a bool) and it "
      "lies in [low, high], else InvalidArgumentError naming the argument: the one check of integer arguments."},
-    {"_bench_c_fetch", eg_bench_c_fetch, METH_VARARGS,
-     "_bench_c_fetch(table, indices, iters, stream=None)\n--\n\nMean (issue_ns, wait_ns) of fetch/wait/release "
-     "through the C API alone."},
     {NULL},
 };
 
