@@ -1,8 +1,8 @@
 /* Segment ops: memory that transports read from and write into.
  *
  * A segment is allocated by one rank, exported as a file descriptor, passed
- * to the other local ranks of the group over a Unix socket (SCM_RIGHTS; see
- * memory/fd_share.h) and imported (mapped) there. Nothing is ever created
+ * to the other local ranks of the group over a Unix socket (SCM_RIGHTS;
+ * engram_fd_allgather below) and imported (mapped) there. Nothing is ever created
  * under a path: no /dev/shm names, no files. Two services share segments
  * among a node's ranks for a transport: the fd exchange and the span that
  * maps a node's segments back to back. */

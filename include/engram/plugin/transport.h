@@ -1,7 +1,6 @@
 /* Transport ops: the contract every one-sided-get backend implements.
  * Built-ins register statically; external ones are shared objects exporting
- * ENGRAM_TRANSPORT_PLUGIN_SYMBOL (see registry.h and
- * docs/ADDING_A_TRANSPORT.md).
+ * their record (plugin.h; docs/ADDING_A_TRANSPORT.md).
  *
  * Model: the engram layer registers one segment per rank symmetrically, then
  * issues gets (queue, peer, remote offset -> local offset, length, flags),
@@ -216,7 +215,7 @@ typedef struct engram_transport_ops {
                                        engram_reg_span_t span, engram_region_t **out, void **addr,
                                        uint32_t *region_flags);
     /* Optional, may be NULL (check ops->size first): the fetch launcher of
-     * a GPU-initiated backend (ENGRAM_CAP_GPU_INITIATED; hal/gpu_launcher.h). */
+     * a GPU-initiated backend (ENGRAM_CAP_GPU_INITIATED; engram/plugin/gpu_launcher.h). */
     const struct engram_gpu_launcher_ops *gpu_launcher;
     /* Optional, may be NULL (check ops->size first): the configuration keys
      * this transport declares (its own, never a core key). Their values
