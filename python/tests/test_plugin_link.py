@@ -12,7 +12,7 @@ import stall
 
 def test_unlinked_plugin_is_refused_with_what_to_do(tmp_path):
     plugins = stall.build_plugin(str(tmp_path), linked=False)
-    config = {"transport": "stallplug", "plugin_path": plugins, "stallplug_gate": str(tmp_path / "gate")}
+    config = {"transport": "stallplug", "plugin_path": plugins}
     with pytest.raises(engram.Error) as e:
         engram.Buffer(engram.Group.solo(), 64, 8, np.float32, 4, 2, recv="host", config=config)
     assert "undefined symbol: engram_" in str(e.value), e.value
