@@ -94,9 +94,9 @@ ENGRAM_API engram_status_t engram_group_agree(engram_group_t *group, engram_stat
  * within about this bound, with ENGRAM_ERR_TIMEOUT naming the ranks that
  * never arrived. MPI: MPI reports no progress, so it bounds the whole
  * collective (MPI does not say which ranks are missing). Callbacks: only
- * the callbacks themselves bound it (Python's Group.from_torch bounds each
- * of its collectives by this timeout and names the ranks that never
- * entered it). Every agreement, destroy's included, is such a collective. */
+ * the callbacks themselves bound it (Python's Group.from_torch and
+ * Group.from_mpi bound each of their collectives by this timeout;
+ * from_torch names the ranks that never entered it). Every agreement, destroy's included, is such a collective. */
 ENGRAM_API void engram_group_set_timeout(engram_group_t *group, int timeout_ms);
 /* The current bound, so layers above can bound their own exchanges by it. */
 ENGRAM_API int engram_group_timeout(const engram_group_t *group);

@@ -9,21 +9,20 @@ from typing import Any, Callable, List, Optional
 
 from . import _engram
 from ._args import I32, check_int
-from ._engram import Error, InvalidArgumentError, TimeoutError
+from ._engram import Error, InvalidArgumentError, StateError, TimeoutError
 
 
-def _serving(work, deadline: float) -> bool:
-    """Waits for a torch collective started with async_op=True until
+def _serving(done, deadline: float) -> bool:
+    """Waits until done() (a nonblocking collective's completion test) or
     `deadline` (time.monotonic()), serving the group's progress hook meanwhile:
     with a transport whose gets need the owner's CPU (ucx over shared memory or
     TCP) the peers' gets complete only while this rank serves them, also while
     it is parked in a collective. False when the deadline passed first."""
-    while not work.is_completed():
+    while not done():
         if time.monotonic() >= deadline:
             return False
         if not _engram.Group._serve_progress():
             time.sleep(_POLL_S)  # nothing to serve: poll gently
-    work.wait()  # raises the collective's error, if any
     return True
 
 
@@ -52,7 +51,9 @@ class _TorchCollectives:
         seq, self.seq = self.seq, self.seq + 1
         self.store.add("%d/%d" % (seq, self.rank), 1)
         timeout_ms = self.group().timeout_ms  # alive: it is the one calling
-        if _serving(start(), time.monotonic() + timeout_ms / 1000):
+        work = start()
+        if _serving(work.is_completed, time.monotonic() + timeout_ms / 1000):
+            work.wait()  # raises the collective's error, if any
             return
         absent = [r for r in range(self.size) if self.store.add("%d/%d" % (seq, r), 0) == 0]  # add 0: a read
         raise TimeoutError("rank %d: %s through the torch process group did not complete within the engram "
@@ -75,6 +76,40 @@ class _TorchCollectives:
 
     def barrier(self):
         self._run("a barrier", lambda: self.dist.barrier(group=self.cpu, async_op=True))
+
+
+class _MpiCollectives:
+    """An mpi4py communicator's collectives, nonblocking ones polled up to the
+    engram group's timeout_ms (MPI does not say which ranks have not entered
+    one). MPI cannot cancel a collective: after a timeout its buffers stay
+    held and the group refuses further collectives."""
+
+    def __init__(self, mpi, comm, rank, size):
+        self.mpi, self.comm, self.rank, self.size = mpi, comm, rank, size
+        self.group = None  # the engram Group, weakly (a weakref.ref), once made
+        self.pending = None  # what a timed-out collective still uses
+
+    def _run(self, what, req, *buffers):
+        if self.pending is not None:
+            raise StateError("rank %d: %s through the MPI communicator after an earlier collective timed out"
+                             % (self.rank, what))
+        timeout_ms = self.group().timeout_ms  # alive: it is the one calling
+        if not _serving(req.Test, time.monotonic() + timeout_ms / 1000):
+            self.pending = (req, buffers)
+            raise TimeoutError("rank %d: %s through the MPI communicator did not complete within the engram "
+                               "group's timeout_ms=%d (MPI does not say which ranks have not entered it)"
+                               % (self.rank, what, timeout_ms))
+
+    def allgather(self, data: bytes):
+        n = len(data)
+        send, out = bytes(data), bytearray(self.size * n)
+        if n:
+            self._run("an allgather of %d bytes" % n,
+                      self.comm.Iallgather([send, self.mpi.BYTE], [out, self.mpi.BYTE]), send, out)
+        return bytes(out)
+
+    def barrier(self):
+        self._run("a barrier", self.comm.Ibarrier())
 
 
 class Group(_engram.Group):
@@ -119,7 +154,8 @@ class Group(_engram.Group):
     @classmethod
     def from_mpi(cls, comm=None, local_size: Optional[int] = None) -> "Group":
         """A group over an mpi4py communicator (default MPI.COMM_WORLD);
-        local_size defaults to the size of the node's shared-memory split."""
+        local_size defaults to the size of the node's shared-memory split.
+        Each collective is bounded by the group's timeout_ms."""
         from mpi4py import MPI
 
         comm = comm if comm is not None else MPI.COMM_WORLD
@@ -129,8 +165,9 @@ class Group(_engram.Group):
             local_size = node.Get_size()
             node.Free()
         _, local_size = _check_local(rank, size, None, local_size)
-        g = cls._from_callbacks(rank, size, local_size, lambda data: b"".join(comm.allgather(bytes(data))),
-                                comm.Barrier)
+        coll = _MpiCollectives(MPI, comm, rank, size)
+        g = cls._from_callbacks(rank, size, local_size, coll.allgather, coll.barrier)
+        coll.group = weakref.ref(g)
         g._keep = comm
         return g
 
