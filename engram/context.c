@@ -15,6 +15,7 @@
 
 #include "engram/internal.h"
 #include "hal/log.h"
+#include "hal/group.h"
 #include "hal/registry.h"
 #include "transports/builtins.h"
 

@@ -8,7 +8,7 @@
 #include "engram/fetch_handle.h"
 #include "engram/gpu/gpu_table.h"
 #include "engram/internal.h"
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "hal/log.h"
 
 /* The slot's test: its flush requests, or its GPU work. */

@@ -9,7 +9,7 @@
 #include "engram/engram.h"
 #include "hal/routing.h"
 #include "hal/config_keys.h"
-#include "hal/transport.h"
+#include "engram/plugin/transport.h"
 
 struct engram_context {
     engram_config_t cfg;

@@ -22,6 +22,7 @@
 #include "engram/gpu/gpu_table.h"
 #include "engram/internal.h"
 #include "hal/log.h"
+#include "hal/group.h"
 #include "hal/struct_import.h"
 #include "memory/host_segment.h"
 

@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "hal/config.h"
-#include "hal/config_view.h"
+#include "engram/plugin/config.h"
 
 /* num_qps counts queues (the word the code and the transports use); the
  * key keeps its name for the configurations that already set it.

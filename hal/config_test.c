@@ -276,8 +276,8 @@ static void test_env_errors(void)
         {"ENGRAM_MODE", "rail", "ENGRAM_MODE: mode: 'rail' is not one of direct|hybrid"},
         {"ENGRAM_MODE", "Direct", "mode: 'Direct' is not one of direct|hybrid"},
         {"ENGRAM_HUGE_PAGES", "au", "huge_pages: 'au' is not one of auto|on|off"},
-        /* issue 13 defect 5: a plugin_path that cannot be used is an error
-         * here, whatever transport is configured */
+        /* a plugin_path that cannot be used is an error here, whatever
+         * transport is configured */
         {"ENGRAM_PLUGIN_PATH", ".", "ENGRAM_PLUGIN_PATH: plugin_path: entry '.' is relative; entries must be absolute"},
         {"ENGRAM_PLUGIN_PATH", "/a:lib", "plugin_path: entry 'lib' is relative"},
         {"ENGRAM_PLUGIN_PATH", "/a::/b", "plugin_path: '/a::/b' has an empty entry"},
@@ -363,8 +363,8 @@ static void test_get_source_print(void)
     clear_env();
 }
 
-/* issue 13 defect 11: a file that is not a readable regular text file says
- * what it is instead of "read failed after line 0 (I/O error)". */
+/* A file that is not a readable regular text file says what it is
+ * instead of "read failed after line 0 (I/O error)". */
 static void test_file_kinds(void)
 {
     clear_env();

@@ -1,4 +1,4 @@
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 
 #include <limits.h>
 #include <time.h>

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "hal/group.h"
 #include "hal/group_fork_wire.h"
 #include "hal/group_provider.h"

@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "hal/group_fork_wire.h"
 #include "hal/group_provider.h"
 #include "hal/log.h"

@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "hal/group_fork_wire.h"
 #include "hal/log.h"
 
@@ -325,8 +325,50 @@ static void relay_complete_round(relay_t *r)
     }
 }
 
-/* Either every child is waiting (the round completes) or one has left
- * while another needs it (the group fails). */
+/* The launcher fails a stalled round a little before the waiting ranks'
+ * own clocks run out (each waits timeout_ms without progress), so they
+ * learn which ranks never arrived instead of only that they timed out. */
+#define RELAY_STALL_SHARE(timeout_ms) ((int64_t)(timeout_ms) - (int64_t)(timeout_ms) / 8)
+
+/* A waiting child has heard of no progress (its arrival, a note, payload
+ * reaching the launcher) for most of its timeout: the round fails by
+ * timeout, naming the ranks that have not sent their request. */
+static void relay_check_stall(relay_t *r)
+{
+    int64_t now = engram_now_ms();
+    int waiting = -1;
+    for (int i = 0; i < r->n && waiting < 0; i++) {
+        const kid_t *k = &r->kids[i];
+        int64_t heard = k->told_ms > r->intake_ms ? k->told_ms : r->intake_ms;
+        if (k->phase == KID_WAITING && now - heard >= RELAY_STALL_SHARE(k->req.timeout_ms))
+            waiting = i;
+    }
+    if (waiting < 0)
+        return;
+    uint64_t timeout = r->kids[waiting].req.timeout_ms;
+    char absent[FORK_REASON_MAX / 2] = "";
+    size_t used = 0;
+    int first = -1;
+    for (int i = 0; i < r->n; i++) {
+        if (r->kids[i].phase != KID_REQUEST)
+            continue;
+        first = first < 0 ? i : first;
+        int w = snprintf(absent + used, sizeof(absent) - used, "%s%d", used ? ", " : "", i);
+        if (w < 0 || (size_t)w >= sizeof(absent) - used) {
+            snprintf(absent + used, sizeof(absent) - used, "...");
+            break;
+        }
+        used += (size_t)w;
+    }
+    relay_fail(r, ENGRAM_ERR_TIMEOUT, first,
+               "no answer from rank %s: %s did not reach rank %d's %s within %llu ms", absent,
+               strchr(absent, ',') ? "they" : "it", waiting, fork_op_name(r->kids[waiting].req.op),
+               (unsigned long long)timeout);
+}
+
+/* Either every child is waiting (the round completes), or one has left
+ * while another needs it, or the waiting ones have waited too long (the
+ * group fails). */
 static void relay_advance(relay_t *r)
 {
     int gone = -1, waiting = 0, started = -1;
@@ -345,6 +387,8 @@ static void relay_advance(relay_t *r)
                    gone, how, started, fork_op_name(r->kids[started].req.op));
     } else if (waiting == r->n) {
         relay_complete_round(r);
+    } else {
+        relay_check_stall(r);
     }
 }
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "hal/group_mpi.h"
 #include "hal/group_provider.h"
 #include "hal/log.h"
@@ -36,7 +36,7 @@ static engram_status_t mpi_failed(int rank, const char *what, int rc)
 
 /* Polls `req` until it completes or the group timeout passes; 1 when done.
  * MPI shows nothing of a collective's progress until it completes, so
- * here alone the deadline bounds the whole collective (hal/deadline.h). */
+ * here alone the deadline bounds the whole collective (engram/plugin/deadline.h). */
 static int poll_request(engram_group_t *g, MPI_Request *req, int *rc)
 {
     engram_deadline_t deadline = engram_deadline_start(g->timeout_ms);

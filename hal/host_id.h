@@ -13,32 +13,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engram/plugin/group.h"
 #include "hal/status.h"
 
-#define ENGRAM_BOOT_ID_LEN 37 /* 36 characters of a UUID + NUL */
-
-/* Plain data of a fixed layout: ranks allgather it as bytes. */
-typedef struct engram_host_id {
-    char boot_id[ENGRAM_BOOT_ID_LEN];
-    char pad[3];
-    uint64_t ns_dev;       /* the device of the namespace files (nsfs) */
-    uint64_t netns, pidns; /* their inode numbers */
-} engram_host_id_t;
-
-/* This process's identity: the kernel's boot id (equal on two processes
- * iff they share a running kernel) and its namespaces. On failure (no
- * /proc) *out is zeroed and the error returned, not logged, as callers use
- * it inside collectives and report after all ranks agree; *why (may be
- * NULL) says what could not be read. */
-engram_status_t engram_host_id_self(engram_host_id_t *out, const char **why);
+/* engram_host_id_t, engram_host_id_self and engram_host_id_pids_shared are
+ * plugin services (<engram/plugin/group.h>). */
 
 /* Whether a and b are one host (see above). */
 bool engram_host_id_same(const engram_host_id_t *a, const engram_host_id_t *b);
-
-/* Whether a pid of b's names the same process in a (one kernel and one pid
- * namespace, whatever the network): weaker than one host, and what watching
- * a peer by pid needs. */
-bool engram_host_id_pids_shared(const engram_host_id_t *a, const engram_host_id_t *b);
 
 /* Why b is not on a's host ("another kernel", "another network namespace
  * of the same kernel", ...); NULL when they are one host. */

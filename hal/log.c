@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,13 +25,25 @@ static engram_log_level_t parse_level(void)
     return level;
 }
 
+/* The level, read from the environment once (so a bad value is reported
+ * once); -1 until then. Read on every log call, so the common path is one
+ * atomic load. */
+static _Atomic int cached_level = -1;
+
+static void level_init(void)
+{
+    atomic_store_explicit(&cached_level, (int)parse_level(), memory_order_release);
+}
+
 engram_log_level_t engram_log_level(void)
 {
-    /* Racy first read is harmless: every thread computes the same value. */
-    static int cached = -1;
-    if (cached < 0)
-        cached = (int)parse_level();
-    return (engram_log_level_t)cached;
+    int level = atomic_load_explicit(&cached_level, memory_order_acquire);
+    if (level < 0) {
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+        pthread_once(&once, level_init);
+        level = atomic_load_explicit(&cached_level, memory_order_acquire);
+    }
+    return (engram_log_level_t)level;
 }
 
 /* The program's handler (engram_log_set_handler); the pair changes as one. */

@@ -69,7 +69,7 @@ static engram_status_t check_functions(const engram_transport_ops_t *ops, const 
         return ENGRAM_OK;
     if (l->size < LAUNCHER_MIN_SIZE)
         return ENGRAM_ERROR(ENGRAM_ERR_VERSION, "plugin %s: gpu_launcher->size is %zu bytes, this library needs at "
-                                                "least %zu (built against an older hal/gpu_launcher.h)",
+                                                "least %zu (built against an older <engram/plugin/gpu_launcher.h>)",
                             file, l->size, (size_t)LAUNCHER_MIN_SIZE);
 #define CHECK_LAUNCHER(fn)                                                                                     \
     if (l->fn == NULL)                                                                                         \
@@ -112,25 +112,56 @@ static bool path_next(const char **rest, const char **entry, size_t *len)
     return true;
 }
 
+/* The record of the newest transport ABI version `handle` exports that
+ * this library knows (<engram/plugin/plugin.h>): version 3, else version 2
+ * (whose ops are read the same way), else an error naming what it has. */
+static engram_status_t plugin_record(void *handle, const char *file, const engram_transport_plugin_t **out)
+{
+    static const struct {
+        const char *symbol;
+        uint32_t version;
+    } known[] = {
+        {ENGRAM_TRANSPORT_PLUGIN_SYMBOL, ENGRAM_TRANSPORT_ABI_VERSION},
+        {ENGRAM_TRANSPORT_PLUGIN_SYMBOL_V2, ENGRAM_TRANSPORT_ABI_VERSION_V2},
+    };
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+        const engram_transport_plugin_t *plugin = dlsym(handle, known[i].symbol);
+        if (plugin == NULL)
+            continue;
+        if (plugin->abi_version != known[i].version)
+            return ENGRAM_ERROR(ENGRAM_ERR_VERSION,
+                                "plugin %s exports %s with transport ABI version %u; that symbol is version %u's "
+                                "(this library reads versions %u and %u)",
+                                file, known[i].symbol, plugin->abi_version, known[i].version,
+                                ENGRAM_TRANSPORT_ABI_VERSION_V2, ENGRAM_TRANSPORT_ABI_VERSION);
+        if (known[i].version != ENGRAM_TRANSPORT_ABI_VERSION)
+            ENGRAM_INFO("plugin %s is of transport ABI version %u (%s); read as version %u", file,
+                        known[i].version, known[i].symbol, ENGRAM_TRANSPORT_ABI_VERSION);
+        *out = plugin;
+        return ENGRAM_OK;
+    }
+    return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
+                        "plugin %s exports neither %s (transport ABI version %u) nor %s (version %u), so it is not "
+                        "an engram transport this library can load",
+                        file, ENGRAM_TRANSPORT_PLUGIN_SYMBOL, ENGRAM_TRANSPORT_ABI_VERSION,
+                        ENGRAM_TRANSPORT_PLUGIN_SYMBOL_V2, ENGRAM_TRANSPORT_ABI_VERSION_V2);
+}
+
 /* Checks what `handle` exports; *out only when every check passes. */
 static engram_status_t plugin_check(void *handle, const char *file, const char *name,
                                     const engram_transport_ops_t **out)
 {
-    const engram_transport_plugin_t *plugin = dlsym(handle, ENGRAM_TRANSPORT_PLUGIN_SYMBOL);
-    if (plugin == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s does not export %s, so it is not an engram transport",
-                            file, ENGRAM_TRANSPORT_PLUGIN_SYMBOL);
-    if (plugin->abi_version != ENGRAM_TRANSPORT_ABI_VERSION)
-        return ENGRAM_ERROR(ENGRAM_ERR_VERSION,
-                            "plugin %s was built for transport ABI version %u; this library uses version %u", file,
-                            plugin->abi_version, ENGRAM_TRANSPORT_ABI_VERSION);
+    const engram_transport_plugin_t *plugin = NULL;
+    engram_status_t rst = plugin_record(handle, file, &plugin);
+    if (rst != ENGRAM_OK)
+        return rst;
     const engram_transport_ops_t *ops = plugin->ops;
     if (ops == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s: %s.ops is NULL", file, ENGRAM_TRANSPORT_PLUGIN_SYMBOL);
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s: its record's ops is NULL", file);
     if (ops->size < OPS_MIN_SIZE)
         return ENGRAM_ERROR(ENGRAM_ERR_VERSION,
                             "plugin %s: ops->size is %zu bytes, this library needs at least %zu "
-                            "(built against an older hal/transport.h)",
+                            "(built against an older <engram/plugin/transport.h>)",
                             file, ops->size, (size_t)OPS_MIN_SIZE);
     if (ops->name == NULL || strcmp(ops->name, name) != 0)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s: ops->name is '%s', expected '%s' (from the file name)",
@@ -227,17 +258,18 @@ const char *engram_registry_module_dir(void)
     return module_dir;
 }
 
-/* A module resolves the library's functions (engram_error_at, the group
- * calls) against the process's global scope. When libengram itself was
- * loaded RTLD_LOCAL (a Python extension, dlopen by a framework) it is not
- * in that scope, so it is promoted first; a program linking the library
- * statically exports them itself (-rdynamic). */
-static void promote_self(void)
+/* dlopen's reason, with what to do when the plugin calls library
+ * functions it cannot find: a plugin of transport ABI version 2 is not
+ * linked against libengram.so.0 and finds them only in the global scope,
+ * which a libengram loaded RTLD_LOCAL is not in. */
+static void describe_dlopen_failure(char *buf, size_t len, const char *file, const char *error)
 {
-    char self[PATH_MAX];
-    bool shared = false;
-    if (self_object(self, sizeof(self), &shared) && shared)
-        (void)dlopen(self, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+    bool unresolved = error != NULL && strstr(error, "undefined symbol: engram_") != NULL;
+    snprintf(buf, len, "%s could not be loaded: %s%s", file, error ? error : "unknown error",
+             unresolved ? " (a plugin of transport ABI version 2 resolves the library's functions from the global "
+                          "scope, which this libengram is not in: rebuild it against <engram/plugin/plugin.h> "
+                          "and link it with -lengram)"
+                        : "");
 }
 
 /* A module whose libraries this host lacks is normal (auto passes over
@@ -249,15 +281,16 @@ static engram_status_t plugin_open(const char *file, const char *name, const eng
     engram_status_t complete = plugin_file_complete(file);
     if (complete != ENGRAM_OK)
         return complete;
-    promote_self();
     void *handle = dlopen(file, RTLD_NOW | RTLD_LOCAL);
-    if (handle == NULL && unloadable != NULL) {
-        snprintf(unloadable, len, "%s could not be loaded: %s", file, dlerror());
+    if (handle == NULL) {
+        char why[PATH_MAX + 512];
+        describe_dlopen_failure(why, sizeof(why), file, dlerror());
+        if (unloadable == NULL)
+            return ENGRAM_ERROR(ENGRAM_ERR_IO, "plugin %s", why);
+        snprintf(unloadable, len, "%s", why);
         ENGRAM_INFO("module %s", unloadable);
         return ENGRAM_ERR_IO;
     }
-    if (handle == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_IO, "plugin %s could not be loaded: %s", file, dlerror());
     engram_status_t st = plugin_check(handle, file, name, out);
     if (st != ENGRAM_OK)
         dlclose(handle); /* refused: none of its code or data was handed out */

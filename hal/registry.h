@@ -4,26 +4,15 @@
 #define ENGRAM_HAL_REGISTRY_H
 
 #include "hal/config_keys.h"
-#include "hal/transport.h"
+#include "engram/plugin/plugin.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* A plugin is a shared object named libengram_transport_<name>.so in one of
- * the plugin_path directories (absolute paths only; relative entries are
- * refused) exporting this symbol. The symbol's name stays: the descriptor
- * below starts with abi_version, which says how to read the rest
- * (docs/ADDING_A_TRANSPORT.md says when the version changes).
- * 2: open takes an engram_config_view_t instead of struct engram_config;
- *    ops->config_keys. */
-#define ENGRAM_TRANSPORT_ABI_VERSION 2u
-#define ENGRAM_TRANSPORT_PLUGIN_SYMBOL "engram_transport_plugin_v1"
-
-typedef struct engram_transport_plugin {
-    uint32_t abi_version; /* ENGRAM_TRANSPORT_ABI_VERSION it was built against */
-    const engram_transport_ops_t *ops;
-} engram_transport_plugin_t;
+/* Plugins: <engram/plugin/plugin.h> (their entry points and ABI versions),
+ * found in the module directory or plugin_path (absolute paths only;
+ * relative entries are refused). */
 
 /* A built-in that is compiled out records why ("UCX not found ..."). One
  * that is a module (ops NULL, module true) is loaded on first use from

@@ -335,9 +335,11 @@ static void test_plugins_refused(void)
         engram_status_t status;
         const char *message;
     } refused[] = {
-        {"badver", ENGRAM_ERR_VERSION, "was built for transport ABI version 3; this library uses version 2"},
-        {"nosym", ENGRAM_ERR_INVALID, "does not export engram_transport_plugin_v1"},
-        {"noops", ENGRAM_ERR_INVALID, "engram_transport_plugin_v1.ops is NULL"},
+        {"badver", ENGRAM_ERR_VERSION, "exports engram_transport_plugin_v3 with transport ABI version 4; that symbol is "
+                                       "version 3's (this library reads versions 2 and 3)"},
+        {"nosym", ENGRAM_ERR_INVALID, "exports neither engram_transport_plugin_v3 (transport ABI version 3) nor "
+                                      "engram_transport_plugin_v1 (version 2)"},
+        {"noops", ENGRAM_ERR_INVALID, "its record's ops is NULL"},
         {"small", ENGRAM_ERR_VERSION, "this library needs at least"},
         {"badname", ENGRAM_ERR_INVALID, "ops->name is 'someone_else', expected 'badname'"},
         {"nofns", ENGRAM_ERR_INVALID, "ops->caps is NULL but every transport must provide it"},
@@ -362,6 +364,11 @@ static void test_plugins_refused(void)
     const engram_transport_ops_t *gpu = NULL;
     CHECK_OK(engram_registry_load_plugin("gpuonly", plugin_dir, &gpu));
     CHECK(gpu != NULL && gpu->get == NULL && gpu->gpu_launcher != NULL && gpu->gpu_launcher->issue != NULL);
+    /* A plugin of the previous transport ABI version (its record under
+     * engram_transport_plugin_v1) is read as the current one. */
+    const engram_transport_ops_t *old = NULL;
+    CHECK_OK(engram_registry_load_plugin("oldabi", plugin_dir, &old));
+    CHECK(old != NULL && strcmp(old->name, "oldabi") == 0);
 }
 
 static void test_plugin_path_refused(void)
@@ -382,8 +389,8 @@ static void test_plugin_path_refused(void)
     CHECK(ops == NULL);
 
     /* From the environment, as a user would set it: a configuration error
-     * whatever the transport (issue 13 defect 5: it was only logged when
-     * transport=auto looked for plugins). */
+     * whatever the transport (not only logged when transport=auto looks
+     * for plugins). */
     const char *transports[] = {"testplug", "loopback", "auto"};
     for (int i = 0; i < 3; i++) {
         CHECK(setenv("ENGRAM_PLUGIN_PATH", i == 2 ? "." : "hal", 1) == 0);

@@ -1,6 +1,6 @@
 /* Routing decomposition and flush control, header-only and usable from C
  * and CUDA: the host fetch loop, the engram layer's GPU kernels and those
- * of GPU-initiated transports (hal/gpu_launcher.h) include this one file,
+ * of GPU-initiated transports (engram/plugin/gpu_launcher.h) include this one file,
  * so the math cannot drift between them; hence it lives in hal, below both.
  *
  *   owner = idx / entries_per_rank, local = idx % entries_per_rank
@@ -21,7 +21,7 @@
 #define ENGRAM_HOST_DEVICE static inline
 #endif
 
-/* Mirrors ENGRAM_GET_AGGREGATE in hal/transport.h (checked there). */
+/* Mirrors ENGRAM_GET_AGGREGATE in engram/plugin/transport.h (checked there). */
 #define ENGRAM_ROUTE_AGGREGATE 1u
 
 typedef struct engram_route_shape {

@@ -10,7 +10,7 @@
 #ifndef ENGRAM_MEMORY_CUDA_SEGMENT_H
 #define ENGRAM_MEMORY_CUDA_SEGMENT_H
 
-#include "hal/segment.h"
+#include "engram/plugin/segment.h"
 
 extern const engram_segment_ops_t engram_cuda_device_segment_ops;
 extern const engram_segment_ops_t engram_cuda_host_numa_segment_ops;

@@ -10,7 +10,7 @@
  *    than the timeout in all, and keep moving);
  * 3. the per-rank outcomes are allgathered; any failure anywhere closes
  *    every fd received. */
-#include "memory/fd_share.h"
+#include "engram/plugin/segment.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "hal/host_id.h"
 #include "hal/group.h"
 #include "hal/log.h"

@@ -13,9 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "hal/group.h"
-#include "memory/fd_share.h"
+#include "engram/plugin/segment.h"
 #include "tests/check.h"
 
 #define PAGE 4096

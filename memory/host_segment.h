@@ -4,7 +4,7 @@
 #ifndef ENGRAM_MEMORY_HOST_SEGMENT_H
 #define ENGRAM_MEMORY_HOST_SEGMENT_H
 
-#include "hal/segment.h"
+#include "engram/plugin/segment.h"
 
 extern const engram_segment_ops_t engram_host_segment_ops;
 

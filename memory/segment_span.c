@@ -1,5 +1,5 @@
 /* Back-to-back mapping of several segments in one reserved range. */
-#include "memory/segment_span.h"
+#include "engram/plugin/segment.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "hal/log.h"
-#include "memory/fd_share.h"
 
 /* Parts may be backed by 2 MiB huge pages; their fixed addresses must be
  * aligned to that. */

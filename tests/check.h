@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include "hal/status.h"
+#include "engram/status.h"
 
 #define CHECK(cond)                                                                     \
     do {                                                                                \

@@ -157,10 +157,10 @@ static void check_mode(engram_group_t *g, const char *dedup)
     CHECK(recording_log.open_regions == 0);
 }
 
-/* The n-gram shape of issue 26: 8192 rows a fetch, tokens of 8 heads, a
- * repeated n-gram repeating all 8 heads of an earlier token, and no repeat
- * in the first 512 rows (64 tokens), where auto used to look. Every
- * `every`-th token from token 64 on repeats an earlier one. */
+/* The n-gram shape: 8192 rows a fetch, tokens of 8 heads, a repeated
+ * n-gram repeating all 8 heads of an earlier token, and no repeat in the
+ * first 512 rows (64 tokens), all a sample of the batch's start would see.
+ * Every `every`-th token from token 64 on repeats an earlier one. */
 enum { BIG_EPR = 1 << 18, BIG_EPT = 8, BIG_TOKENS = 1024, BIG_ROWS = BIG_TOKENS * BIG_EPT };
 
 static int make_late_repeats(int64_t *idx, int every, bool one_source)

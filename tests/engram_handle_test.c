@@ -2,7 +2,7 @@
  *   - a released handle whose slot a later fetch reuses is refused by
  *     engram_test, engram_wait, engram_fetch_buffers,
  *     engram_fetch_bad_indices and engram_fetch_release (ENGRAM_ERR_INVALID), and the later fetch is
- *     untouched (issue 13: releasing it twice released the later one);
+ *     untouched (a second release must not release the later fetch);
  *   - so are handles never issued and handles of a destroyed table;
  *   - releasing a fetch whose gets never complete returns
  *     ENGRAM_ERR_TIMEOUT and retires its slot: not reused while they may
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "tests/check.h"
 #include "tests/recording_transport.h"
 #include "tests/single_rank.h"

@@ -1,9 +1,9 @@
 /* Table sizes that do not fit: engram_table_create and
  * engram_storage_size_hint refuse them with ENGRAM_ERR_OVERFLOW, naming the
  * parameters, before allocating anything (one rank, recording transport).
- * The first two cases are the reproducers of issue 13 (a 32-bit scale
- * round-up to 0, a receive slot size wrapping 64 bits): both used to
- * create, and a fetch then wrote past the buffers. */
+ * The first two cases are sizes that wrap (a 32-bit scale round-up to 0,
+ * a receive slot size wrapping 64 bits): created, such a table would have
+ * its fetches write past the buffers. */
 #include <string.h>
 
 #include "engram/internal.h"

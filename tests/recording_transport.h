@@ -4,7 +4,7 @@
 #ifndef ENGRAM_TESTS_RECORDING_TRANSPORT_H
 #define ENGRAM_TESTS_RECORDING_TRANSPORT_H
 
-#include "hal/transport.h"
+#include "engram/plugin/transport.h"
 
 #define RECORDING_MAX_OPS 65536
 

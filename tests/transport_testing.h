@@ -4,7 +4,7 @@
 #define ENGRAM_TESTS_TRANSPORT_TESTING_H
 
 #include <stdint.h>
-#include "hal/segment.h"
+#include "engram/plugin/segment.h"
 
 /* The byte rank `rank` keeps at `off` of its segment. */
 unsigned char testing_pattern(int rank, uint64_t off);

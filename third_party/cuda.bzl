@@ -38,6 +38,7 @@ def cuda_library(name, srcs, hdrs = [], cu_hdrs = [], deps = [], nvcc_flags = []
             outs = [obj],
             cmd = "%s %s %s -c $(location %s) -o $@" % (NVCC, _NVCC_FLAGS, " ".join(nvcc_flags), src),
             message = "nvcc %s" % src,
+            target_compatible_with = kwargs.get("target_compatible_with", []),
         )
         objs.append(obj)
     cc_library(

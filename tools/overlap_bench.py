@@ -166,7 +166,7 @@ def paired_summary(repeats, bytes_per_run, h2d_gbps_beside):
     """A record's figures from its repeats. The GEMM's slowdown and
     max/both are taken within each repeat, then their median: the GEMMs'
     own time drifts by up to 12% over a run as the GPU's clocks follow its
-    power and heat (docs/BENCHMARKS.md, stop 22), which one GEMM-alone
+    power and heat (docs/BENCHMARKS.md, fetch beside a GEMM), which one GEMM-alone
     figure taken earlier would carry into every ratio."""
     def col(name):
         return [getattr(r, name) for r in repeats]

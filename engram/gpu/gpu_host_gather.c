@@ -11,7 +11,7 @@
 #include "hal/log.h"
 #include "memory/cuda_driver.h"
 #include "memory/host_segment.h"
-#include "memory/segment_span.h"
+#include "engram/plugin/segment.h"
 
 struct engram_gpu_host {
     engram_segment_span_t span;     /* the node's shards, back to back */

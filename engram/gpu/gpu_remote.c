@@ -6,7 +6,7 @@
 
 #include "engram/gpu/gpu_host_gather.h"
 #include "engram/gpu/gpu_remote.h"
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "hal/log.h"
 #include "memory/host_segment.h"
 

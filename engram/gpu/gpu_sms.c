@@ -1,6 +1,6 @@
 /* gpu_sms = auto: time the gather kernel at a few SM budgets (design in
  * gpu_sms.h). */
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "engram/gpu/gpu_sms.h"
 
 #include <stdlib.h>

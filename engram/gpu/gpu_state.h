@@ -41,7 +41,7 @@ typedef struct engram_gpu_table {
      * nothing of the span below base + recv_bytes is mapped. */
     bool host_path;
     engram_gpu_host_t *host;      /* host_gather's state; NULL on the UVA path */
-    /* GPU-initiated transport (hal/gpu_launcher.h): its kernel fetches the
+    /* GPU-initiated transport (engram/plugin/gpu_launcher.h): its kernel fetches the
      * rows of routed peers outside [first_peer, first_peer + local_peers),
      * and remote stays NULL. */
     const engram_gpu_launcher_ops_t *launcher;

@@ -15,7 +15,7 @@
 #include "engram/gpu/hot_cache.h"
 #include "hal/log.h"
 #include "memory/cuda_segment.h"
-#include "memory/fd_share.h"
+#include "engram/plugin/segment.h"
 
 static engram_status_t cuda_error(const char *what, cudaError_t ce)
 {

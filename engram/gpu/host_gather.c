@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "hal/log.h"
 #include "memory/numa_sys.h"
 

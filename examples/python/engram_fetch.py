@@ -149,6 +149,44 @@ def rank_main(group, a):
     return 0
 
 
+def c_fetch_loop():
+    """c_fetch_loop.c (beside this script) built against the installed
+    library and loaded: the C side of --overhead."""
+    import ctypes
+    import shutil
+    import subprocess
+    import tempfile
+
+    from engram import _build_info
+
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    if cc is None:
+        raise SystemExit("--overhead: no C compiler to build c_fetch_loop.c")
+    libdir = _build_info.LIBDIRS[0]
+    out = os.path.join(tempfile.mkdtemp(prefix="engram-c-fetch-"), "c_fetch_loop.so")
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "c_fetch_loop.c")
+    r = subprocess.run([cc, "-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Werror", "-fPIC", "-shared",
+                        "-I" + os.path.join(libdir, "..", "include"), src, "-L" + libdir, "-lengram", "-o", out],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit("--overhead: building %s failed:\n%s" % (src, r.stderr))
+    fn = ctypes.CDLL(out).c_fetch_loop
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                   ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double)]
+    fn.restype = ctypes.c_int
+
+    def run(buf, idx, iters, stream, cuda):
+        issue, wait = ctypes.c_double(), ctypes.c_double()
+        ptr = idx.data_ptr() if hasattr(idx, "data_ptr") else idx.ctypes.data
+        st = fn(buf._table._c_table, ptr, idx.shape[0], iters, int(cuda), stream, ctypes.byref(issue),
+                ctypes.byref(wait))
+        if st != 0:
+            raise engram.Error("--overhead: the C loop's fetch failed: %s" % engram._engram.status_str(st))
+        return issue.value, wait.value
+
+    return run
+
+
 def overhead(group, buf, idx, a, torch, cuda):
     """The same fetch + wait + release, a loop in C (no Python between)
     against a loop in Python (engram_fetch, hook(), the tensors dropped), in
@@ -159,7 +197,7 @@ def overhead(group, buf, idx, a, torch, cuda):
     for rnd in range(2 * a.rounds):
         group.barrier()
         if rnd % 2 == 0:
-            issue_ns, wait_ns = engram._engram._bench_c_fetch(buf._table, idx, a.iters, stream)
+            issue_ns, wait_ns = a.c_loop(buf, idx, a.iters, stream, cuda)
             c_us.append((issue_ns + wait_ns) / 1e3)
         else:
             t0 = time.perf_counter_ns()
@@ -196,6 +234,7 @@ def main():
         sys.exit("engram_fetch.py: --recv cuda needs a GPU")
     if not a.ranks:
         a.ranks = 4 if gpus == 0 or gpus >= 4 else max(gpus, 2)
+    a.c_loop = c_fetch_loop() if a.overhead else None  # built once; the ranks inherit it
     try:
         engram.launch(a.ranks, rank_main, a, local_size=a.local_size)
     except engram.Error as e:  # each failed rank printed its own error above

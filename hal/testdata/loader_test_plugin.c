@@ -1,7 +1,7 @@
 /* Plugins for the loader's checks, one per build define (hal/BUILD.bazel
  * builds each as libengram_transport_<name>.so). Refused:
- *   BROKEN_BADVER   built for another transport ABI version
- *   BROKEN_NOSYM    exports no ENGRAM_TRANSPORT_PLUGIN_SYMBOL
+ *   BROKEN_BADVER   the current symbol with another transport ABI version
+ *   BROKEN_NOSYM    exports no entry symbol the loader knows
  *   BROKEN_NOOPS    exports the symbol with ops NULL
  *   BROKEN_SMALL    ops->size smaller than the fields the library calls
  *   BROKEN_NAME     ops->name differs from the file's name
@@ -12,15 +12,16 @@
  *   BROKEN_KEYS     badkeys: a config key table whose default is out of range
  * Accepted:
  *   LAUNCHER_OK     gpuonly: a gpu_launcher and no host op (GPU-initiated)
+ *   OLD_ABI         oldabi: transport ABI version 2 (engram_transport_plugin_v1)
  * The loader checks in order (version, ops, size, name, functions), so
  * only the NOFNS and LAUNCHER variants need functions; none is ever called. */
-#include "hal/registry.h"
+#include <engram/plugin/plugin.h>
 
 #if defined(BROKEN_NOSYM)
 /* Exported, but under a name the loader does not look for. */
 ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v0 = {ENGRAM_TRANSPORT_ABI_VERSION, NULL};
 #elif defined(BROKEN_NOOPS)
-ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v1 = {ENGRAM_TRANSPORT_ABI_VERSION, NULL};
+ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v3 = {ENGRAM_TRANSPORT_ABI_VERSION, NULL};
 #else
 
 #if defined(BROKEN_BADVER)
@@ -43,10 +44,13 @@ ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v1 = {ENGRAM_
 #define PLUGIN_NAME "gpusmall"
 #elif defined(BROKEN_KEYS)
 #define PLUGIN_NAME "badkeys"
+#elif defined(OLD_ABI)
+#define PLUGIN_NAME "oldabi"
 #endif
-/* BROKEN_KEYS has a sound launcher, so only its key table is wrong. */
+/* BROKEN_KEYS has a sound launcher, so only its key table is wrong;
+ * OLD_ABI is a sound GPU-initiated plugin but for its record's version. */
 #if defined(LAUNCHER_OK) || defined(LAUNCHER_NOFNS) || defined(LAUNCHER_MIXED) || defined(LAUNCHER_SMALL) || \
-    defined(BROKEN_KEYS)
+    defined(BROKEN_KEYS) || defined(OLD_ABI)
 #define WITH_LAUNCHER 1
 #endif
 #ifndef PLUGIN_ABI
@@ -156,5 +160,9 @@ static const engram_transport_ops_t ops = {
 #endif
 };
 
-ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v1 = {PLUGIN_ABI, &ops};
+#if defined(OLD_ABI)
+ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v1 = {ENGRAM_TRANSPORT_ABI_VERSION_V2, &ops};
+#else
+ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v3 = {PLUGIN_ABI, &ops};
+#endif
 #endif

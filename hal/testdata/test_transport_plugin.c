@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hal/log.h"
-#include "hal/registry.h"
+#include <engram/log.h>
+#include <engram/plugin/plugin.h>
 
 enum { TP_MAX_QUEUES = 4, TP_MAX_PENDING = 64 };
 
@@ -24,6 +24,7 @@ typedef struct tp_copy {
 } tp_copy_t;
 
 struct engram_transport {
+    engram_group_t *group;
     int nqueues;
     tp_copy_t pending[TP_MAX_QUEUES][TP_MAX_PENDING]; /* held back by AGGREGATE */
     int npending[TP_MAX_QUEUES];
@@ -68,6 +69,7 @@ static engram_status_t tp_open(engram_group_t *group, const engram_config_view_t
     engram_transport_t *t = calloc(1, sizeof(*t));
     if (t == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "testplug: out of memory");
+    t->group = group;
     t->nqueues = num_qps == 0 || num_qps > queues ? (int)queues : (int)num_qps;
     *out = t;
     return ENGRAM_OK;
@@ -98,11 +100,20 @@ static engram_status_t tp_region_new(engram_segment_t *seg, bool symmetric, engr
 static engram_status_t tp_reg_symmetric(engram_transport_t *t, engram_segment_t *seg, engram_reg_span_t span,
                                         engram_region_t **out)
 {
-    (void)t;
     /* Without ENGRAM_CAP_HYBRID the engram layer never asks for NODE_SPAN. */
-    if (span != ENGRAM_REG_RANK)
-        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "testplug: span %d needs ENGRAM_CAP_HYBRID", (int)span);
-    return tp_region_new(seg, true, out);
+    engram_region_t *r = NULL;
+    engram_status_t st = span != ENGRAM_REG_RANK ? ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
+                                                                "testplug: span %d needs ENGRAM_CAP_HYBRID", (int)span)
+                                                 : tp_region_new(seg, true, &r);
+    /* Collective: the group's agreement service tells every rank whether
+     * every rank registered, naming the one that did not. */
+    st = engram_group_agree_step(t->group, st, "register its segment");
+    if (st != ENGRAM_OK) {
+        free(r);
+        return st;
+    }
+    *out = r;
+    return ENGRAM_OK;
 }
 
 static engram_status_t tp_reg_local(engram_transport_t *t, engram_segment_t *seg, engram_region_t **out)
@@ -213,8 +224,11 @@ static const engram_transport_ops_t tp_ops = {
     .num_config_keys = sizeof(tp_keys) / sizeof(tp_keys[0]),
 };
 
-/* The one symbol the loader looks for; everything else stays hidden. */
-ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v1 = {
-    .abi_version = ENGRAM_TRANSPORT_ABI_VERSION,
-    .ops = &tp_ops,
-};
+/* The one symbol the loader looks for; everything else stays hidden.
+ * TESTPLUG_ABI_V2 builds it as a plugin of the previous transport ABI
+ * version was built: its record under that version's symbol. */
+#ifdef TESTPLUG_ABI_V2
+ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v1 = {ENGRAM_TRANSPORT_ABI_VERSION_V2, &tp_ops};
+#else
+ENGRAM_TRANSPORT_PLUGIN(tp_ops);
+#endif

@@ -91,8 +91,12 @@ ENGRAM_API engram_status_t engram_group_agree(engram_group_t *group, engram_stat
  * Fork launcher: it bounds the time without progress (for the last rank to
  * arrive, or while no byte of any rank's payload moves), so a collective of
  * any size that keeps moving completes; a stalled or absent peer fails it
- * within about this bound. MPI: MPI reports no progress, so it bounds the
- * whole collective. Callbacks: only the callbacks themselves bound it. */
+ * within about this bound, with ENGRAM_ERR_TIMEOUT naming the ranks that
+ * never arrived. MPI: MPI reports no progress, so it bounds the whole
+ * collective (MPI does not say which ranks are missing). Callbacks: only
+ * the callbacks themselves bound it (Python's Group.from_torch and
+ * Group.from_mpi bound each of their collectives by this timeout;
+ * from_torch names the ranks that never entered it). Every agreement, destroy's included, is such a collective. */
 ENGRAM_API void engram_group_set_timeout(engram_group_t *group, int timeout_ms);
 /* The current bound, so layers above can bound their own exchanges by it. */
 ENGRAM_API int engram_group_timeout(const engram_group_t *group);

@@ -10,6 +10,13 @@ extern "C" {
 /* Marks the public API: the symbols libengram.so.0 exports (its version
  * script lists exactly these). */
 #define ENGRAM_API __attribute__((visibility("default")))
+/* Marks the services a transport plugin calls (<engram/plugin/...>):
+ * exported too, in their own version node (ENGRAM_PLUGIN_<major>.<minor>).
+ * A program that links their code into an object of its own without
+ * exporting it defines it empty. */
+#ifndef ENGRAM_PLUGIN_API
+#define ENGRAM_PLUGIN_API __attribute__((visibility("default")))
+#endif
 
 typedef enum engram_status {
     ENGRAM_OK = 0,

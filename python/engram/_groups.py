@@ -1,23 +1,116 @@
 """engram.Group constructors: from a torch.distributed process group, from an
 mpi4py communicator, and the fork launcher for standalone scripts."""
+import itertools
 import os
 import socket
+import time
+import weakref
 from typing import Any, Callable, List, Optional
 
 from . import _engram
 from ._args import I32, check_int
-from ._engram import Error, InvalidArgumentError
+from ._engram import Error, InvalidArgumentError, StateError, TimeoutError
 
 
-def _serving(work) -> None:
-    """Waits for a torch collective started with async_op=True, serving the
-    group's progress hook meanwhile: with a transport whose gets need the
-    owner's CPU (ucx over shared memory or TCP) the peers' gets complete only
-    while this rank serves them, also while it is parked in a collective."""
-    while not work.is_completed():
+def _serving(done, deadline: float) -> bool:
+    """Waits until done() (a nonblocking collective's completion test) or
+    `deadline` (time.monotonic()), serving the group's progress hook meanwhile:
+    with a transport whose gets need the owner's CPU (ucx over shared memory or
+    TCP) the peers' gets complete only while this rank serves them, also while
+    it is parked in a collective. False when the deadline passed first."""
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
         if not _engram.Group._serve_progress():
-            break  # nothing to serve: block
-    work.wait()  # raises the collective's error, if any
+            time.sleep(_POLL_S)  # nothing to serve: poll gently
+    return True
+
+
+# Between polls of a collective when there is nothing to serve.
+_POLL_S = 0.001
+
+
+class _TorchCollectives:
+    """A torch process group's collectives, each bounded by the engram
+    group's timeout_ms (not the process group's own timeout: gloo's is 30
+    minutes by default) and numbered: a rank records in the process group's
+    store that it entered collective n, so a rank whose collective times
+    out names the ranks that never entered it."""
+
+    # Process groups wrapped so far; from_torch is collective, so every rank
+    # numbers the same group alike.
+    _made = itertools.count()
+
+    def __init__(self, dist, cpu, rank, size):
+        self.dist, self.cpu, self.rank, self.size = dist, cpu, rank, size
+        self.store = dist.PrefixStore("engram/group%d/" % next(self._made), dist.distributed_c10d._get_default_store())
+        self.seq = 0
+        self.group = None  # the engram Group, weakly (a weakref.ref), once made
+
+    def _run(self, what, start):
+        seq, self.seq = self.seq, self.seq + 1
+        self.store.add("%d/%d" % (seq, self.rank), 1)
+        timeout_ms = self.group().timeout_ms  # alive: it is the one calling
+        work = start()
+        if _serving(work.is_completed, time.monotonic() + timeout_ms / 1000):
+            work.wait()  # raises the collective's error, if any
+            return
+        absent = [r for r in range(self.size) if self.store.add("%d/%d" % (seq, r), 0) == 0]  # add 0: a read
+        raise TimeoutError("rank %d: %s through the torch process group did not complete within the engram "
+                           "group's timeout_ms=%d; %s" % (
+                               self.rank, what, timeout_ms,
+                               "no answer from rank%s %s" % ("s" if len(absent) > 1 else "",
+                                                              ", ".join(map(str, absent)))
+                               if absent else "every rank entered it, so a link between ranks is down"))
+
+    def allgather(self, data: bytes):
+        import torch
+
+        n = len(data)
+        # on the CPU whatever torch.set_default_device says (DeepEP's init_dist sets cuda): the side group is gloo's
+        out = torch.empty(self.size * n, dtype=torch.uint8, device="cpu")
+        if n:
+            mine = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            self._run("an allgather of %d bytes" % n,
+                      lambda: self.dist.all_gather(list(out.split(n)), mine, group=self.cpu, async_op=True))
+        return out.numpy()
+
+    def barrier(self):
+        self._run("a barrier", lambda: self.dist.barrier(group=self.cpu, async_op=True))
+
+
+class _MpiCollectives:
+    """An mpi4py communicator's collectives, nonblocking ones polled up to the
+    engram group's timeout_ms (MPI does not say which ranks have not entered
+    one). MPI cannot cancel a collective: after a timeout its buffers stay
+    held and the group refuses further collectives."""
+
+    def __init__(self, mpi, comm, rank, size):
+        self.mpi, self.comm, self.rank, self.size = mpi, comm, rank, size
+        self.group = None  # the engram Group, weakly (a weakref.ref), once made
+        self.pending = None  # what a timed-out collective still uses
+
+    def _run(self, what, req, *buffers):
+        if self.pending is not None:
+            raise StateError("rank %d: %s through the MPI communicator after an earlier collective timed out"
+                             % (self.rank, what))
+        timeout_ms = self.group().timeout_ms  # alive: it is the one calling
+        if not _serving(req.Test, time.monotonic() + timeout_ms / 1000):
+            self.pending = (req, buffers)
+            raise TimeoutError("rank %d: %s through the MPI communicator did not complete within the engram "
+                               "group's timeout_ms=%d (MPI does not say which ranks have not entered it)"
+                               % (self.rank, what, timeout_ms))
+
+    def allgather(self, data: bytes):
+        n = len(data)
+        send, out = bytes(data), bytearray(self.size * n)
+        if n:
+            self._run("an allgather of %d bytes" % n,
+                      self.comm.Iallgather([send, self.mpi.BYTE], [out, self.mpi.BYTE]), send, out)
+        return bytes(out)
+
+    def barrier(self):
+        self._run("a barrier", self.comm.Ibarrier())
 
 
 class Group(_engram.Group):
@@ -36,8 +129,10 @@ class Group(_engram.Group):
         else from the hosts of the ranks (a host is one kernel, network and
         pid namespace, as everywhere in engram; not the hostname), which must
         be grouped by host in consecutive ranks. local_rank, when given or in
-        LOCAL_RANK, is checked against rank % local_size."""
-        import torch
+        LOCAL_RANK, is checked against rank % local_size. Each collective is
+        bounded by the group's timeout_ms (engram's timeout, whatever the
+        process group's own), and one that times out names the ranks that
+        never entered it."""
         import torch.distributed as dist
 
         pg = process_group if process_group is not None else dist.group.WORLD
@@ -51,26 +146,17 @@ class Group(_engram.Group):
             local_rank = int(os.environ["LOCAL_RANK"])
         local_rank, local_size = _check_local(rank, size, local_rank, local_size)
 
-        def allgather(data: bytes):
-            n = len(data)
-            out = torch.empty(size * n, dtype=torch.uint8, device="cpu")  # the side group is gloo's, whatever
-            # torch.set_default_device says (DeepEP's init_dist sets cuda)
-            if n:
-                mine = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-                _serving(dist.all_gather(list(out.split(n)), mine, group=cpu, async_op=True))
-            return out.numpy()
-
-        def barrier():
-            _serving(dist.barrier(group=cpu, async_op=True))
-
-        g = cls._from_callbacks(rank, size, local_size, allgather, barrier)
+        coll = _TorchCollectives(dist, cpu, rank, size)
+        g = cls._from_callbacks(rank, size, local_size, coll.allgather, coll.barrier)
+        coll.group = weakref.ref(g)
         g._keep = cpu  # the side group lives as long as this group
         return g
 
     @classmethod
     def from_mpi(cls, comm=None, local_size: Optional[int] = None) -> "Group":
         """A group over an mpi4py communicator (default MPI.COMM_WORLD);
-        local_size defaults to the size of the node's shared-memory split."""
+        local_size defaults to the size of the node's shared-memory split.
+        Each collective is bounded by the group's timeout_ms."""
         from mpi4py import MPI
 
         comm = comm if comm is not None else MPI.COMM_WORLD
@@ -80,8 +166,9 @@ class Group(_engram.Group):
             local_size = node.Get_size()
             node.Free()
         _, local_size = _check_local(rank, size, None, local_size)
-        g = cls._from_callbacks(rank, size, local_size, lambda data: b"".join(comm.allgather(bytes(data))),
-                                comm.Barrier)
+        coll = _MpiCollectives(MPI, comm, rank, size)
+        g = cls._from_callbacks(rank, size, local_size, coll.allgather, coll.barrier)
+        coll.group = weakref.ref(g)
         g._keep = comm
         return g
 

@@ -16,22 +16,29 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 _built = {}
 
 
-def plugin_dir():
-    """The directory holding libengram_transport_stallplug.so (skips the test without a C compiler)."""
-    if "dir" not in _built:
-        from engram import _build_info
+def build_plugin(out, linked=True):
+    """stallplug.c built into out/libengram_transport_stallplug.so against the
+    installed headers (skips the test without a C compiler); linked=False
+    leaves out -lengram, as plugins of transport ABI version 2 were built."""
+    from engram import _build_info
 
-        cc = shutil.which(os.environ.get("CC", "cc"))
-        if cc is None:
-            pytest.skip("no C compiler to build the stallplug test transport")
-        include = os.path.normpath(os.path.join(_build_info.LIBDIRS[0], "..", "include"))
-        out = tempfile.mkdtemp(prefix="engram-stallplug-")
-        so = os.path.join(out, "libengram_transport_stallplug.so")
-        r = subprocess.run([cc, "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared",
-                            "-I" + include, os.path.join(HERE, "stallplug.c"), "-o", so],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, "building stallplug.c against %s:\n%s" % (include, r.stderr)
-        _built["dir"] = out
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    if cc is None:
+        pytest.skip("no C compiler to build the stallplug test transport")
+    libdir = _build_info.LIBDIRS[0]
+    so = os.path.join(out, "libengram_transport_stallplug.so")
+    r = subprocess.run([cc, "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared",
+                        "-I" + os.path.normpath(os.path.join(libdir, "..", "include")),
+                        os.path.join(HERE, "stallplug.c"), "-o", so] + (["-L" + libdir, "-lengram"] if linked else []),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, "building stallplug.c against %s:\n%s" % (libdir, r.stderr)
+    return out
+
+
+def plugin_dir():
+    """The directory holding libengram_transport_stallplug.so, built once."""
+    if "dir" not in _built:
+        _built["dir"] = build_plugin(tempfile.mkdtemp(prefix="engram-stallplug-"))
     return _built["dir"]
 
 

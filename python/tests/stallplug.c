@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include <engram/log.h>
-#include <engram/plugin/registry.h>
+#include <engram/plugin/plugin.h>
 
 enum { SP_QUEUES = 4 };
 
@@ -161,7 +161,4 @@ static const engram_transport_ops_t sp_ops = {
     .num_config_keys = sizeof(sp_keys) / sizeof(sp_keys[0]),
 };
 
-ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v1 = {
-    .abi_version = ENGRAM_TRANSPORT_ABI_VERSION,
-    .ops = &sp_ops,
-};
+ENGRAM_TRANSPORT_PLUGIN(sp_ops);

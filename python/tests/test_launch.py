@@ -231,6 +231,45 @@ def test_from_mpi():
     assert r.returncode == 0 and r.stdout.count("ok") == 2, r.stdout + r.stderr
 
 
+MPI_DESTROY_SCRIPT = """
+import os, sys, time
+import numpy as np
+import engram
+g = engram.Group.from_mpi()
+buf = engram.Buffer(g, 16, 8, np.float32, 4, 2, recv="host", config={"transport": "loopback", "timeout_ms": 2000})
+buf.engram_write(np.zeros((16, 8), dtype=np.float32))
+g.barrier()
+if g.rank == 1:
+    time.sleep(20)  # cut off: never destroys
+    os._exit(0)
+t0 = time.monotonic()
+try:
+    buf.destroy()
+    print("destroy returned", flush=True)
+except engram.Error as e:
+    print("destroy failed after %.1f s: %s | %s" % (time.monotonic() - t0, e, e.__cause__), flush=True)
+os._exit(0)  # no MPI_Finalize: rank 1 never joins the pending collective
+"""
+
+
+def test_from_mpi_destroy_is_bounded_by_engram_timeout():
+    """A rank cut off before its destroy: the other's destroy fails within
+    engram's timeout_ms (MPI's collectives have no bound of their own)."""
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed here (apt-get install python3-mpi4py)")
+    mpirun = "/usr/bin/mpirun"
+    if not os.access(mpirun, os.X_OK):
+        pytest.skip("no mpirun (apt-get install openmpi-bin)")
+    cmd = [mpirun, "--oversubscribe", "--allow-run-as-root", "-n", "2", "--mca", "btl", "self,vader",
+           sys.executable, "-c", MPI_DESTROY_SCRIPT]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [PKG, os.environ.get("PYTHONPATH")])),
+               OMPI_MCA_rmaps_base_oversubscribe="1", ENGRAM_LOG_LEVEL="error")
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    line = next((x for x in r.stdout.splitlines() if x.startswith("destroy")), "")
+    assert line.startswith("destroy failed after "), r.stdout + r.stderr
+    assert float(line.split()[3]) < 8, line
+    assert "timed out" in line, line  # the agreement's timeout, or the group refusing use after it
+
+
 def test_info():
     r = subprocess.run([sys.executable, "-m", "engram.info"], capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [PKG, os.environ.get(

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "hal/transport.h"
+#include "engram/plugin/transport.h"
 
 #define PLUGIN_FUZZ_FN(i) (1u << (i)) /* the i-th mandatory function is set */
 #define PLUGIN_FUZZ_ALL_FNS 0x7ffu    /* all 11 mandatory functions */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hal/registry.h"
+#include "hal/registry.h" /* the loader's view: hal/config_keys.h for the key table */
 #include "tests/fuzz/plugin_fuzz_ctl.h"
 
 static void stub_void(void) {}
@@ -19,8 +19,8 @@ static engram_transport_ops_t ops;
 __attribute__((visibility("default"))) engram_transport_plugin_t engram_transport_plugin_v0;
 #define EXPORTED engram_transport_plugin_v0
 #else
-__attribute__((visibility("default"))) engram_transport_plugin_t engram_transport_plugin_v1;
-#define EXPORTED engram_transport_plugin_v1
+__attribute__((visibility("default"))) engram_transport_plugin_t engram_transport_plugin_v3;
+#define EXPORTED engram_transport_plugin_v3
 #endif
 
 __attribute__((constructor)) static void fill_from_ctl(void)

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include <engram/log.h>
-#include <engram/plugin/registry.h>
+#include <engram/plugin/plugin.h>
 
 static bool fp_available(engram_group_t *group, const char **why)
 {
@@ -99,7 +99,4 @@ static const engram_transport_ops_t fp_ops = {
     .close = fp_close,
 };
 
-ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v1 = {
-    .abi_version = ENGRAM_TRANSPORT_ABI_VERSION,
-    .ops = &fp_ops,
-};
+ENGRAM_TRANSPORT_PLUGIN(fp_ops);

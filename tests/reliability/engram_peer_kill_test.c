@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "tests/check.h"
 #include "tests/engram_harness.h"
 

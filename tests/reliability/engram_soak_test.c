@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "tests/check.h"
 #include "tests/engram_harness.h"
 

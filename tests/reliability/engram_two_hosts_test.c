@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "engram/engram.h"
-#include "memory/fd_share.h"
+#include "engram/plugin/segment.h"
 #include "tests/check.h"
 #include "tests/engram_harness.h"
 

@@ -4,7 +4,8 @@
  * tried. Built as libengram_transport_openfail.so. */
 #include <stdlib.h>
 
-#include "hal/registry.h"
+#include <engram/log.h>
+#include <engram/plugin/plugin.h>
 
 static bool openfail_available(engram_group_t *group, const char **why)
 {
@@ -42,4 +43,4 @@ static const engram_transport_ops_t ops = {
     .close = (void *)openfail_unreachable,
 };
 
-ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v1 = {ENGRAM_TRANSPORT_ABI_VERSION, &ops};
+ENGRAM_TRANSPORT_PLUGIN(ops);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hal/registry.h"
+#include <engram/plugin/plugin.h>
 
 struct engram_transport {
     int unused;
@@ -73,4 +73,4 @@ static const engram_transport_ops_t ops = {
     .close = proxied_close,
 };
 
-ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v1 = {ENGRAM_TRANSPORT_ABI_VERSION, &ops};
+ENGRAM_TRANSPORT_PLUGIN(ops);

@@ -1,7 +1,7 @@
 #!/bin/bash
 # engram_bench refuses every numeric flag that is not a decimal integer in
-# its range (exit 2, the flag named), instead of wrapping it (issue 13 #7:
-# --row-bytes 4294967297 ran 1-byte rows, --ranks 99999999999 became
+# its range (exit 2, the flag named), instead of wrapping it (wrapped,
+# --row-bytes 4294967297 would run 1-byte rows and --ranks 99999999999
 # 1215752191 ranks).
 set -uo pipefail
 bin="$1"

@@ -1,7 +1,7 @@
-/* engram_bench's case at 1024 ranks returns every rank's result (issue 13
- * #9: rank 0 wrote ranks x 72 B of results into a pipe that the launcher's
- * parent read only after every rank had exited, so above ~910 ranks rank 0
- * blocked on the full pipe and the case never finished). Run over the
+/* engram_bench's case at 1024 ranks returns every rank's result: rank 0
+ * writes ranks x 72 B of results, more than a pipe holds above ~910 ranks,
+ * so a reader that waited for every rank to exit first would leave rank 0
+ * blocked on the full pipe and the case unfinished. Run over the
  * recording transport, which moves no data, so 1024 ranks cost only their
  * processes; the rows it returns are not the table's, so the check is
  * expected to report a mismatch; what is tested is that every result

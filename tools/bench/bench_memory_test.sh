@@ -1,7 +1,7 @@
 #!/bin/bash
 # engram_bench refuses, before forking a rank, a case the host cannot hold,
-# saying what it needs (issue 13 #8: a case that did not fit was OOM-killed
-# after 45 s with only "killed by signal 9"), and a shape whose sizes
+# saying what it needs (a case that does not fit would otherwise be
+# OOM-killed, leaving only "killed by signal 9"), and a shape whose sizes
 # overflow.
 set -uo pipefail
 bin="$1"

@@ -9,7 +9,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "hal/config_keys.h"
 #include "hal/log.h"
 #include "memory/host_segment.h"

@@ -39,12 +39,12 @@ expect 1 ENGRAM_TRANSPORT=nonesuch -- \
 expect 1 ENGRAM_PLUGIN_PATH=. -- \
     "engram_info: configuration error: ENGRAM_PLUGIN_PATH: plugin_path: entry '.' is relative"
 expect 1 ENGRAM_PLUGIN_PATH="$plugins" ENGRAM_TRANSPORT=badver -- \
-    "badver     not loaded: plugin $plugins/libengram_transport_badver.so was built for transport ABI version 3" \
-    "engram_info: configuration error: plugin $plugins/libengram_transport_badver.so was built for transport ABI"
+    "badver     not loaded: plugin $plugins/libengram_transport_badver.so exports engram_transport_plugin_v3 with transport ABI version 4" \
+    "engram_info: configuration error: plugin $plugins/libengram_transport_badver.so exports engram_transport_plugin_v3 with transport ABI version 4"
 # auto passes over the broken plugins, and says why for each.
 expect 0 ENGRAM_PLUGIN_PATH="$plugins" ENGRAM_TESTPLUG_QUEUES=2 -- \
     "badkeys    not loaded: plugin $plugins/libengram_transport_badkeys.so: default of badkeys_depth" \
-    "nosym      not loaded: plugin $plugins/libengram_transport_nosym.so does not export" \
+    "nosym      not loaded: plugin $plugins/libengram_transport_nosym.so exports neither engram_transport_plugin_v3" \
     "gpuonly    available: no  (loader test plugin)" "testplug   available: yes" \
     "testplug_queues = 2            [env] accepted: 1..4; testplug:" "check: transport=auto runs on testplug"
 expect 1 ENGRAM_NO_SUCH_KEY=1 -- \

@@ -50,13 +50,7 @@ for m in "$built"/transports/libengram_transport_*.so; do
 done
 install -m 755 "$built/tools/engram_info" "$built/tools/engram_bench" "$prefix/bin/"
 install -m 644 "$src"/include/engram/*.h "$prefix/include/engram/"
-# The transport plugin API lives in hal/ in the tree; installed under
-# engram/plugin/ with its includes renamed (the public ones to engram/).
-for h in transport segment gpu_launcher config_keys config_view registry; do
-    sed -E -e 's#"hal/(status|config|group|log)\.h"#"engram/\1.h"#' \
-        -e 's#"hal/([a-z_]+)\.h"#"engram/plugin/\1.h"#' \
-        "$src/hal/$h.h" >"$prefix/include/engram/plugin/$h.h"
-done
+install -m 644 "$src"/include/engram/plugin/*.h "$prefix/include/engram/plugin/"
 # Relocatable (pkg-config's pcfiledir): a prefix copied elsewhere, as the
 # GPU bundle is, still points at itself.
 cat >"$prefix/lib/pkgconfig/engram.pc" <<PC

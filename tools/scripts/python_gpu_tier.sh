@@ -88,7 +88,7 @@ for placement in host_numa device; do
         bad=$((bad + 1))
     fi
 done
-# Fetch beside compute (issue 17): skipped with OVERLAP=0; one rank, then
+# Fetch beside compute (tools/overlap_bench.py): skipped with OVERLAP=0; one rank, then
 # the table sharded over OVERLAP_RANKS (default 4; 1 skips it) ranks of
 # this node. JSON lines and tables go to OUT_DIR/overlap[_ranksN].jsonl/.txt.
 if [[ ${OVERLAP:-1} != 0 ]]; then

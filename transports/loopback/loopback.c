@@ -13,12 +13,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hal/group.h"
-#include "hal/log.h"
-#include "memory/fd_share.h"
+#include "engram/plugin/group.h"
+#include "engram/log.h"
+#include "engram/plugin/segment.h"
 #include "memory/free_list.h"
 #include "memory/held_copy.h"
-#include "memory/segment_span.h"
 
 #define LOOPBACK_MAX_QUEUES 64
 #define REQUEST_BLOCK 64 /* flush requests allocated at a time */
@@ -219,17 +218,13 @@ free_region:
 typedef struct reg_info {
     uint64_t bytes;
     int32_t span;
-    int32_t status; /* its own check_args outcome */
+    int32_t pad;
 } reg_info_t;
 
 /* Checks that every rank registers the same span and segment size. */
 static engram_status_t check_infos(engram_group_t *group, const reg_info_t *info, engram_reg_span_t span,
                                    size_t bytes)
 {
-    /* A rank that could not take part explains any mismatch, so it is named first. */
-    for (int p = 0; p < engram_group_size(group); p++)
-        if (info[p].status != ENGRAM_OK)
-            return engram_group_peer_failed(p, (engram_status_t)info[p].status, "register its segment");
     for (int p = 0; p < engram_group_size(group); p++) {
         if (info[p].span != (int32_t)span)
             return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "loopback reg_symmetric: rank %d registers span %d, this rank "
@@ -269,14 +264,16 @@ static engram_status_t loopback_reg_symmetric(engram_transport_t *t, engram_segm
         st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "loopback reg_symmetric: out of memory for %d ranks", size);
         goto free_arrays;
     }
-    /* A rank with bad arguments still takes part in the exchange, so the
-     * others fail at once instead of waiting for it. */
+    /* A rank with bad arguments still takes part in the agreement, so the
+     * others fail at once (naming it) instead of waiting for it. */
     int my_fd = -1;
-    engram_status_t local = check_args(seg, span, out, &my_fd);
-    reg_info_t mine = {.bytes = local == ENGRAM_OK ? seg->size : 0, .span = (int32_t)span, .status = local};
+    st = engram_group_agree_step(group, check_args(seg, span, out, &my_fd), "register its segment");
+    if (st != ENGRAM_OK)
+        goto free_arrays;
+    reg_info_t mine = {.bytes = seg->size, .span = (int32_t)span};
     st = engram_group_allgather(group, &mine, info, sizeof(mine));
     if (st == ENGRAM_OK)
-        st = local != ENGRAM_OK ? local : check_infos(group, info, span, seg->size);
+        st = check_infos(group, info, span, seg->size);
     if (st != ENGRAM_OK)
         goto free_arrays;
     st = engram_fd_allgather(group, my_fd, fds);

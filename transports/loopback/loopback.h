@@ -6,7 +6,7 @@
 #ifndef ENGRAM_TRANSPORTS_LOOPBACK_H
 #define ENGRAM_TRANSPORTS_LOOPBACK_H
 
-#include "hal/transport.h"
+#include "engram/plugin/transport.h"
 
 extern const engram_transport_ops_t engram_loopback_ops;
 

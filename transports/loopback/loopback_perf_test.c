@@ -7,7 +7,7 @@
  * call creeping back into the path (those measured 0.4-0.6). Under
  * sanitizers both loops are instrumented differently, so the ratio is only
  * printed. */
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "transports/loopback/loopback.h"
 
 #include <stdint.h>

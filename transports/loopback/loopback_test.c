@@ -161,7 +161,7 @@ static int rank_main_errors(engram_group_t *g, void *arg)
     uint64_t s = f.seg->size, d = f.dst->size;
     int n = engram_group_size(g);
     dst_clear(&f);
-    if (ENGRAM_DEBUG_CHECKS) { /* the bounds checks are debug aids (hal/transport.h) */
+    if (ENGRAM_DEBUG_CHECKS) { /* the bounds checks are debug aids (engram/plugin/transport.h) */
         CHECK_STATUS(lb->get(f.t, 0, 1, f.remote, s, f.local, 0, 1, 0), ENGRAM_ERR_INVALID);
         CHECK(strstr(engram_last_error(), "remote offset") != NULL);
         CHECK_STATUS(lb->get(f.t, 0, 1, f.remote, s - 10, f.local, 0, 11, 0), ENGRAM_ERR_INVALID);

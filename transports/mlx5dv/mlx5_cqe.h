@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hal/status.h"
+#include "engram/status.h"
 
 typedef enum engram_mlx5_cqe_kind {
     ENGRAM_MLX5_CQE_EMPTY = 0, /* still the NIC's: nothing new */

@@ -5,9 +5,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "hal/transport.h"
+#include "engram/plugin/transport.h"
 #include "memory/free_list.h"
-#include "memory/segment_span.h"
+#include "engram/plugin/segment.h"
 #include "transports/mlx5dv/mlx5_ring.h"
 
 #define MLX5_QUEUES 4

@@ -8,8 +8,8 @@
 #include <sched.h>
 #include <time.h>
 
-#include "hal/deadline.h"
-#include "hal/log.h"
+#include "engram/plugin/deadline.h"
+#include "engram/log.h"
 #include "transports/mlx5dv/mlx5_barrier.h"
 #include "transports/mlx5dv/mlx5_cqe.h"
 #include "transports/mlx5dv/mlx5_internal.h"

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "hal/log.h"
+#include "engram/log.h"
 
 #define PSN_MASK 0xffffffu /* PSNs are 24 bits */
 

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "hal/status.h"
+#include "engram/status.h"
 
 /* *psn (< 2^24) on success only; ENGRAM_ERR_IO when getrandom fails. */
 engram_status_t engram_mlx5_initial_psn(uint32_t *psn);

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hal/group.h"
-#include "hal/log.h"
+#include "engram/plugin/group.h"
+#include "engram/log.h"
 #include "transports/mlx5dv/mlx5_internal.h"
 
 static engram_status_t region_new(engram_transport_t *t, void *addr, size_t len, bool remote_read,

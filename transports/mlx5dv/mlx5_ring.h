@@ -11,10 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hal/group.h"
-#include "hal/segment.h"
-#include "hal/status.h"
-#include "hal/transport.h"
+#include "engram/plugin/group.h"
+#include "engram/plugin/segment.h"
+#include "engram/status.h"
+#include "engram/plugin/transport.h"
 
 /* The CQ doorbell record's consumer-index word (rdma-core keeps the
  * name internal: MLX5_CQ_SET_CI). */

@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hal/config_keys.h"
-#include "hal/log.h"
+#include "engram/plugin/config.h"
+#include "engram/log.h"
 #include "transports/mlx5dv/mlx5_barrier.h"
 #include "transports/mlx5dv/mlx5_psn.h"
 #include "transports/mlx5dv/mlx5_ring.h"

@@ -8,9 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hal/config_keys.h"
-#include "hal/group.h"
-#include "hal/log.h"
+#include "engram/config.h"
+#include "engram/plugin/config.h"
+#include "engram/plugin/group.h"
+#include "engram/log.h"
 #include "transports/mlx5dv/mlx5_internal.h"
 
 static bool mlx5_available(engram_group_t *group, const char **why)

@@ -4,7 +4,7 @@
 #ifndef ENGRAM_TRANSPORTS_MLX5DV_H
 #define ENGRAM_TRANSPORTS_MLX5DV_H
 
-#include "hal/transport.h"
+#include "engram/plugin/transport.h"
 
 extern const engram_transport_ops_t engram_mlx5dv_ops;
 

@@ -5,8 +5,8 @@
 
 #include <nccl.h>
 #include <stdbool.h>
-#include "hal/gpu_launcher.h"
-#include "hal/transport.h"
+#include "engram/plugin/gpu_launcher.h"
+#include "engram/plugin/transport.h"
 
 /* Queues offered: one GIN context (and one kernel block) each. */
 #define ENGRAM_NCCL_GIN_MAX_QUEUES 16

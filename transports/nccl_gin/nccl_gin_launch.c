@@ -1,4 +1,4 @@
-/* The nccl_gin fetch launcher (hal/gpu_launcher.h): a table's receive
+/* The nccl_gin fetch launcher (engram/plugin/gpu_launcher.h): a table's receive
  * region and this rank's shard become two NCCL windows (device memory, and
  * HOST_NUMA or device memory), with a dev comm of per_queue GIN contexts
  * per queue (nccl_gin_plan.h: enough that no context is asked for more

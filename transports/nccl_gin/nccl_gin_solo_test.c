@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "hal/config.h"
-#include "hal/gpu_launcher.h"
+#include "engram/plugin/gpu_launcher.h"
 #include "hal/group.h"
 #include "hal/registry.h"
 #include "hal/routing.h"

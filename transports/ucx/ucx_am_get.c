@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hal/log.h"
+#include "engram/log.h"
 #include "transports/ucx/ucx_internal.h"
 
 enum { AM_GET_REQUEST = 1, AM_GET_REPLY = 2 };

@@ -6,8 +6,8 @@
 #include <sched.h>
 #include <time.h>
 
-#include "hal/config_keys.h"
-#include "hal/log.h"
+#include "engram/plugin/config.h"
+#include "engram/log.h"
 #include "transports/ucx/ucx.h"
 #include "transports/ucx/ucx_internal.h"
 

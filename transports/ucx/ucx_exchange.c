@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hal/log.h"
+#include "engram/log.h"
 #include "transports/ucx/ucx_internal.h"
 
 engram_status_t engram_ucx_allgather_blobs(engram_group_t *group, const void *mine, size_t len, char **all,

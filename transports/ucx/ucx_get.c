@@ -5,7 +5,7 @@
  * progress. No thread progresses behind the caller. */
 #include <stdlib.h>
 
-#include "hal/log.h"
+#include "engram/log.h"
 #include "transports/ucx/ucx_internal.h"
 
 /* Runs from ucp_worker_progress of the queue's worker. */

@@ -6,10 +6,10 @@
 #include <stdint.h>
 #include <ucp/api/ucp.h>
 
-#include "hal/deadline.h"
-#include "hal/transport.h"
+#include "engram/plugin/deadline.h"
+#include "engram/plugin/transport.h"
 #include "memory/held_copy.h"
-#include "memory/segment_span.h"
+#include "engram/plugin/segment.h"
 
 #define UCX_DEFAULT_QUEUES 4
 

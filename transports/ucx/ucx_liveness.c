@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hal/host_id.h"
-#include "hal/log.h"
+#include "engram/plugin/group.h"
+#include "engram/log.h"
 #include "transports/ucx/pid_watch.h"
 #include "transports/ucx/ucx_internal.h"
 

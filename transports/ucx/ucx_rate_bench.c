@@ -14,7 +14,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "hal/config.h"
 #include "hal/group.h"
 #include "hal/registry.h"

@@ -12,7 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "hal/log.h"
+#include "engram/log.h"
 #include "transports/ucx/ucx_internal.h"
 
 /* A region on the transport's list (so close frees leftovers); its memory
@@ -88,14 +88,7 @@ engram_status_t engram_ucx_reg_local(engram_transport_t *t, engram_segment_t *se
 typedef struct ucx_extent {
     uint64_t base;
     uint64_t size;
-    int32_t status; /* the rank's mapping of its memory */
-    int32_t pad;
 } ucx_extent_t;
-
-typedef struct ucx_outcome {
-    int32_t status;       /* the rank's unpacking of the peers' keys */
-    int32_t every_direct; /* the rank reads every peer through a mapping */
-} ucx_outcome_t;
 
 /* A peer's region as UCX mapped it here (read-write): its pages mapped
  * now, as a NIC registration would, instead of faulted in on the get path
@@ -140,9 +133,9 @@ static engram_status_t region_unpack(engram_transport_t *t, engram_region_t *r, 
     return ENGRAM_OK;
 }
 
-/* Every rank's packed rkey, base address, size and outcome (local: this
- * rank's mapping), so a failure anywhere fails every rank alike; then the
- * keys unpacked for each peer, and the outcome of that agreed as well.
+/* Every rank's packed rkey, then (once every rank's mapping, local here,
+ * is agreed on) its base address and size; then the keys unpacked for each
+ * peer, agreed on as well, so a failure anywhere fails every rank alike.
  * *every_direct: every rank reads every peer through a mapping. */
 static engram_status_t region_exchange(engram_transport_t *t, engram_region_t *r, engram_status_t local,
                                        bool *every_direct)
@@ -163,28 +156,20 @@ static engram_status_t region_exchange(engram_transport_t *t, engram_region_t *r
     if (st != ENGRAM_OK)
         return st;
     ucx_extent_t *extents = calloc((size_t)t->shape.size, sizeof(*extents));
-    ucx_outcome_t *outcomes = calloc((size_t)t->shape.size, sizeof(*outcomes));
+    int32_t *directs = calloc((size_t)t->shape.size, sizeof(*directs));
     r->remote_base = calloc((size_t)r->npeers, sizeof(*r->remote_base));
     r->rkeys = calloc((size_t)t->nqueues * (size_t)r->npeers, sizeof(*r->rkeys));
     r->direct = calloc((size_t)r->npeers, sizeof(*r->direct));
-    if (extents == NULL || outcomes == NULL) {
-        st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ucx: out of memory for %d ranks' extents", t->shape.size);
+    if (local == ENGRAM_OK && (extents == NULL || directs == NULL || r->remote_base == NULL || r->rkeys == NULL ||
+                               r->direct == NULL))
+        local = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ucx: out of memory for %d peers' keys", t->shape.size);
+    st = engram_group_agree_step(t->group, local, "map its symmetric region");
+    if (st != ENGRAM_OK)
         goto free_blobs;
-    }
-    if (local == ENGRAM_OK && (r->remote_base == NULL || r->rkeys == NULL || r->direct == NULL))
-        local = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "ucx: out of memory for %d peers' keys", r->npeers);
-    ucx_extent_t mine = {.base = (uint64_t)(uintptr_t)r->local_base, .size = r->remote_size, .status = local};
+    ucx_extent_t mine = {.base = (uint64_t)(uintptr_t)r->local_base, .size = r->remote_size};
     st = engram_group_allgather(t->group, &mine, extents, sizeof(mine));
     if (st != ENGRAM_OK)
         goto free_blobs;
-    for (int rank = 0; rank < t->shape.size; rank++) {
-        if (extents[rank].status == ENGRAM_OK)
-            continue;
-        st = rank == t->shape.rank ? local
-                             : ENGRAM_ERROR((engram_status_t)extents[rank].status,
-                                            "ucx: rank %d could not map its symmetric region", rank);
-        goto free_blobs;
-    }
     /* Bounds checks use one size for every peer, so all must agree. */
     for (int rank = 0; rank < t->shape.size; rank++) {
         if (extents[rank].size != mine.size) {
@@ -194,25 +179,22 @@ static engram_status_t region_exchange(engram_transport_t *t, engram_region_t *r
             goto free_blobs;
         }
     }
-    ucx_outcome_t outcome = {.status = ENGRAM_OK, .every_direct = 1};
-    for (int p = 0; p < r->npeers && outcome.status == ENGRAM_OK; p++) {
+    engram_status_t unpacked = ENGRAM_OK;
+    int32_t direct = 1; /* this rank reads every peer through a mapping */
+    for (int p = 0; p < r->npeers && unpacked == ENGRAM_OK; p++) {
         int rank = engram_transport_peer_rank(&t->shape, r->span, p);
         r->remote_base[p] = extents[rank].base;
-        outcome.status = region_unpack(t, r, p, rkeys + (size_t)rank * stride);
-        outcome.every_direct &= r->direct[p] != NULL;
+        unpacked = region_unpack(t, r, p, rkeys + (size_t)rank * stride);
+        direct &= r->direct[p] != NULL;
     }
-    engram_status_t unpacked = outcome.status;
-    st = engram_group_allgather(t->group, &outcome, outcomes, sizeof(outcome));
+    st = engram_group_agree_step(t->group, unpacked, "unpack its peers' keys");
+    if (st == ENGRAM_OK)
+        st = engram_group_allgather(t->group, &direct, directs, sizeof(direct));
     *every_direct = true;
-    for (int rank = 0; st == ENGRAM_OK && rank < t->shape.size; rank++) {
-        *every_direct &= outcomes[rank].every_direct != 0;
-        if (outcomes[rank].status != ENGRAM_OK)
-            st = rank == t->shape.rank ? unpacked
-                                 : ENGRAM_ERROR((engram_status_t)outcomes[rank].status,
-                                                "ucx: rank %d could not unpack its peers' keys", rank);
-    }
+    for (int rank = 0; st == ENGRAM_OK && rank < t->shape.size; rank++)
+        *every_direct &= directs[rank] != 0;
 free_blobs:
-    free(outcomes);
+    free(directs);
     free(extents);
     free(rkeys);
     free(lens);

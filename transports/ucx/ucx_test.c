@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "hal/config.h"
 #include "hal/config_keys.h"
 #include "hal/registry.h"
@@ -430,7 +430,7 @@ static int alloc_errors_main(engram_group_t *group, void *arg)
     CHECK(strstr(engram_last_error(), "must be equal") != NULL);
     params = alloc_params(rank == 2 ? 0 : SEG_BYTES);
     CHECK_STATUS(ops->alloc_symmetric(t, &params, ENGRAM_REG_RANK, &remote, &addr, &flags), ENGRAM_ERR_INVALID);
-    CHECK(strstr(engram_last_error(), rank == 2 ? "0 bytes" : "rank 2 could not map") != NULL);
+    CHECK(strstr(engram_last_error(), rank == 2 ? "0 bytes" : "rank 2 failed to map its symmetric region") != NULL);
 #if !defined(__SANITIZE_ADDRESS__)
     params = alloc_params(ALLOC_FAIL_BYTES);
     struct rlimit old;
@@ -440,7 +440,7 @@ static int alloc_errors_main(engram_group_t *group, void *arg)
     if (rank == 3)
         CHECK(setrlimit(RLIMIT_AS, &old) == 0);
     CHECK_STATUS(st, ENGRAM_ERR_NOMEM);
-    CHECK(rank == 3 || strstr(engram_last_error(), "rank 3 could not map") != NULL);
+    CHECK(rank == 3 || strstr(engram_last_error(), "rank 3 failed to map its symmetric region") != NULL);
 #endif
     CHECK(remote == NULL && addr == NULL);
     params = alloc_params(SEG_BYTES);

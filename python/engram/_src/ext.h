@@ -53,6 +53,8 @@ static inline void eg_err_restore(PyObject *exc)
 int eg_int_in(PyObject *o, const char *name, long long low, long long high, long long *out);
 int eg_arg_u32(PyObject *o, void *out);
 int eg_arg_u63(PyObject *o, void *out);
+/* _check_int(name, value, low, high): eg_int_in for the Python layer. */
+PyObject *eg_check_int(PyObject *self, PyObject *args);
 
 /* _set_log_callback(fn or None): the library's log lines to fn (log_bridge.c). */
 PyObject *eg_set_log_callback(PyObject *self, PyObject *fn);
@@ -213,7 +215,5 @@ PyObject *eg_array_new(eg_fetch_t *owner, void *data, int64_t rows, int64_t cols
 PyObject *eg_export_capsule(eg_fetch_t *owner, void *data, int64_t rows, int64_t cols, int64_t stride0,
                             int64_t stride1, DLDataType dtype, DLDevice device);
 
-/* bench.c */
-PyObject *eg_bench_c_fetch(PyObject *self, PyObject *args);
 
 #endif

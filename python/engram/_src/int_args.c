@@ -54,6 +54,17 @@ int eg_int_in(PyObject *o, const char *name, long long low, long long high, long
     return -1;
 }
 
+PyObject *eg_check_int(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *name;
+    PyObject *value;
+    long long low, high, v;
+    if (!PyArg_ParseTuple(args, "sOLL", &name, &value, &low, &high))
+        return NULL;
+    return eg_int_in(value, name, low, high, &v) < 0 ? NULL : PyLong_FromLongLong(v);
+}
+
 int eg_arg_u32(PyObject *o, void *out)
 {
     long long v;

@@ -57,9 +57,9 @@ static PyMethodDef module_methods[] = {
     {"_set_log_callback", eg_set_log_callback, METH_O,
      "_set_log_callback(fn)\n--\n\nSends the library's log lines to fn(level, file, line, msg) (level: a logging "
      "level), or back to stderr with None."},
-    {"_bench_c_fetch", eg_bench_c_fetch, METH_VARARGS,
-     "_bench_c_fetch(table, indices, iters, stream=None)\n--\n\nMean (issue_ns, wait_ns) of fetch/wait/release "
-     "through the C API alone."},
+    {"_check_int", eg_check_int, METH_VARARGS,
+     "_check_int(name, value, low, high)\n--\n\nvalue as an int if operator.index() takes it (not a bool) and it "
+     "lies in [low, high], else InvalidArgumentError naming the argument: the one check of integer arguments."},
     {NULL},
 };
 

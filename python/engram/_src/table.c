@@ -492,6 +492,13 @@ static PyObject *table_get_destroyed(eg_table_t *self, void *c)
     (void)c;
     return PyBool_FromLong(self->table == NULL);
 }
+static PyObject *table_get_c_table(eg_table_t *self, void *c)
+{
+    (void)c;
+    if (self->table == NULL)
+        return eg_raise(eg_StateError, "_c_table: the buffer has been destroyed");
+    return PyLong_FromVoidPtr(self->table);
+}
 static PyObject *table_get_transport(eg_table_t *self, void *c)
 {
     (void)c;
@@ -548,6 +555,9 @@ static PyMethodDef table_methods[] = {
 
 static PyGetSetDef table_getset[] = {
     {"destroyed", (getter)table_get_destroyed, NULL, "Whether destroy() has run.", NULL},
+    {"_c_table", (getter)table_get_c_table, NULL,
+     "The engram_table_t * behind the buffer, as an int, for C code in this process that calls the C API on it "
+     "(valid until destroy; no call of it may overlap one of the buffer's).", NULL},
     {"transport", (getter)table_get_transport, NULL, "Name of the transport the buffer runs on.", NULL},
     {"queues", (getter)table_get_queues, NULL, "Queues (QPs) the buffer's fetches are spread over.", NULL},
     {"timeout_ms", (getter)table_get_timeout_ms, NULL, "The bound on a fetch wait.", NULL},

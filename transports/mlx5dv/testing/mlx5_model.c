@@ -15,8 +15,7 @@
 #include <unistd.h>
 
 #include "hal/log.h"
-#include "memory/fd_share.h"
-#include "memory/segment_span.h"
+#include "engram/plugin/segment.h"
 #include "transports/mlx5dv/mlx5_wqe.h"
 #include "transports/mlx5dv/testing/mlx5_wqe_decode.h"
 

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hal/deadline.h"
+#include "engram/plugin/deadline.h"
 #include "memory/fd_pass.h"
 #include "transports/nccl_gin/rma_plugin/rma_internal.h"
 

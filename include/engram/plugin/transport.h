@@ -1,7 +1,6 @@
 /* Transport ops: the contract every one-sided-get backend implements.
  * Built-ins register statically; external ones are shared objects exporting
- * ENGRAM_TRANSPORT_PLUGIN_SYMBOL (see registry.h and
- * docs/ADDING_A_TRANSPORT.md).
+ * their record (plugin.h; docs/ADDING_A_TRANSPORT.md).
  *
  * Model: the engram layer registers one segment per rank symmetrically, then
  * issues gets (queue, peer, remote offset -> local offset, length, flags),
@@ -12,18 +11,18 @@
  *
  * Threads: calls on different queues may run concurrently; calls on one
  * queue must not. */
-#ifndef ENGRAM_HAL_TRANSPORT_H
-#define ENGRAM_HAL_TRANSPORT_H
+#ifndef ENGRAM_PLUGIN_TRANSPORT_H
+#define ENGRAM_PLUGIN_TRANSPORT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "hal/config_view.h"
-#include "hal/gpu_launcher.h"
-#include "hal/group.h"
-#include "hal/log.h"
-#include "hal/segment.h"
-#include "hal/status.h"
+#include "engram/log.h"
+#include "engram/plugin/config.h"
+#include "engram/plugin/gpu_launcher.h"
+#include "engram/plugin/group.h"
+#include "engram/plugin/segment.h"
+#include "engram/status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -221,7 +220,7 @@ typedef struct engram_transport_ops {
                                        engram_reg_span_t span, engram_region_t **out, void **addr,
                                        uint32_t *region_flags);
     /* Optional, may be NULL (check ops->size first): the fetch launcher of
-     * a GPU-initiated backend (ENGRAM_CAP_GPU_INITIATED; hal/gpu_launcher.h). */
+     * a GPU-initiated backend (ENGRAM_CAP_GPU_INITIATED; engram/plugin/gpu_launcher.h). */
     const struct engram_gpu_launcher_ops *gpu_launcher;
     /* Optional, may be NULL (check ops->size first): the configuration keys
      * this transport declares (its own, never a core key). Their values

@@ -3,12 +3,12 @@
  * which it reads those and the core keys (mode, timeout_ms, num_qps, ...).
  * A transport never sees struct engram_config, so adding a key to the core
  * or to another transport changes no transport's ABI. */
-#ifndef ENGRAM_HAL_CONFIG_VIEW_H
-#define ENGRAM_HAL_CONFIG_VIEW_H
+#ifndef ENGRAM_PLUGIN_CONFIG_H
+#define ENGRAM_PLUGIN_CONFIG_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include "hal/status.h"
+#include "engram/status.h"
 
 #ifdef __cplusplus
 extern "C" {

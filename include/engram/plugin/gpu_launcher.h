@@ -4,7 +4,7 @@
  *
  * The kernel is the backend's; what it applies is the engram layer's:
  * routing, the flush policy and the bad-index rule come from
- * hal/routing.h (header-only, C and CUDA), whose shape the engram layer
+ * the engram layer's routing header (header-only, C and CUDA), whose shape the engram layer
  * passes in. Only the backend dereferences it, so this header stays below
  * the engram layer and names no CUDA or NCCL type.
  *
@@ -21,19 +21,19 @@
  * this node (or of this rank in direct mode) itself, gathers the scales and
  * applies the bad-index rule in its local gather kernel on the same stream;
  * the launcher moves every other row. */
-#ifndef ENGRAM_HAL_GPU_LAUNCHER_H
-#define ENGRAM_HAL_GPU_LAUNCHER_H
+#ifndef ENGRAM_PLUGIN_GPU_LAUNCHER_H
+#define ENGRAM_PLUGIN_GPU_LAUNCHER_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include "hal/status.h"
+#include "engram/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 struct engram_transport;
-struct engram_route_shape; /* hal/routing.h */
+struct engram_route_shape; /* the routing shape, opaque to a plugin */
 
 typedef struct engram_gpu_launch engram_gpu_launch_t; /* backend state of one attached span */
 
