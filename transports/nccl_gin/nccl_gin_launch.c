@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "hal/group.h"
+#include "engram/plugin/group.h"
 #include "hal/log.h"
 #include "transports/nccl_gin/nccl_gin_depth.h"
 #include "transports/nccl_gin/nccl_gin_internal.h"

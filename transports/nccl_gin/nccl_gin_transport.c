@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hal/group.h"
+#include "engram/plugin/group.h"
 #include "hal/log.h"
 #include "transports/nccl_gin/nccl_gin.h"
 #include "transports/nccl_gin/nccl_gin_depth.h"
