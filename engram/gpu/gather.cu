@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(kThreads, 1) engram_fetch_impl(const engram_gp
     // A long fetch keeps the early release: released late, 8192 x 24 at
     // gpu_sms=auto (3 SMs, no clusters) fell from 0.87-0.90 of H2D beside
     // the GEMMs to 0.68, and at 8 SMs the GEMM's slowdown did not change
-    // (docs/BENCHMARKS.md, stop 22).
+    // (overlap_bench.py pairs on an H200).
     asm volatile("griddepcontrol.wait;" ::: "memory");
     const bool release_late = (uint64_t)a.num_rows * a.row_bytes <= kReleaseLateBytes;
     if (!release_late)

@@ -81,6 +81,7 @@ engram_status_t engram_gpu_path_report(const engram_context_t *ctx, uint64_t nod
                                        engram_gpu_path_report_t *out)
 {
     (void)node_table_bytes;
-    (void)out;
+    if (ctx == NULL || out == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_gpu_path_report: ctx and out must not be NULL");
     return engram_gpu_table_check(ctx, NULL);
 }

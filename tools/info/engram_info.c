@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "engram/engram.h"
+#include "engram/log.h"
 #include "hal/config_keys.h"
 #include "tools/num_flag.h"
 #include "hal/registry.h"
@@ -132,6 +133,16 @@ static int check_runs(const engram_config_t *cfg, engram_group_t *g)
     return 0;
 }
 
+/* The GPU section's library lines: its outcome is printed as part of the
+ * report (a host or build without a GPU path is normal, not an error), so
+ * errors are kept out of the log; the rest goes to stderr as usual. */
+static void gpu_section_log(void *arg, engram_log_level_t level, const char *file, int line, const char *msg)
+{
+    (void)arg;
+    if (level != ENGRAM_LOG_LEVEL_ERROR)
+        fprintf(stderr, "engram %s:%d %s\n", file, line, msg);
+}
+
 /* recv=CUDA tables: the rule gpu_path applies, with the reach it measured
  * on this process's current GPU. Informative: a machine without a GPU
  * still runs host tables. */
@@ -147,7 +158,10 @@ static void print_gpu(const engram_config_t *cfg, engram_group_t *g, uint64_t ta
     }
     const uint64_t bytes = table_gib << 30;
     engram_gpu_path_report_t r = {.size = sizeof(r)};
-    if (engram_gpu_path_report(ctx, bytes, &r) != ENGRAM_OK) {
+    engram_log_set_handler(gpu_section_log, NULL);
+    const engram_status_t st = engram_gpu_path_report(ctx, bytes, &r);
+    engram_log_set_handler(NULL, NULL);
+    if (st != ENGRAM_OK) {
         printf("  none: %s\n", engram_last_error());
     } else {
         if (r.probed_bytes > 0)
