@@ -86,6 +86,27 @@ _CREATE_ADVICE = ("every rank must create the buffer with the same arguments and
                   "ENGRAM_<KEY>, ENGRAM_CONFIG_FILE)")
 
 
+def _shard_file_offset(f, offset, num_entries, hidden, rt):
+    """Where a shard file's rows start: `offset` for a raw file, else past
+    the header of a .npy whose shape and element width are the buffer's."""
+    if offset is not None:
+        return check_int("offset", offset, 0, I64)
+    import numpy as np
+    from numpy.lib import format as npy
+
+    try:
+        version = npy.read_magic(f)
+    except ValueError:
+        raise ValueError("not a .npy file (give offset= for a raw file)") from None
+    shape, fortran, dtype = (npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0)(f)
+    if fortran or tuple(shape) != (num_entries, hidden):
+        raise ValueError("needs a C-order array of shape (%d, %d), got %s%s" % (
+            num_entries, hidden, tuple(shape), " in Fortran order" if fortran else ""))
+    if np.dtype(dtype).itemsize != rt.itemsize:
+        raise ValueError("needs %d-byte elements (%s), got %s" % (rt.itemsize, rt.name, np.dtype(dtype)))
+    return f.tell()
+
+
 def _agree(group, mine, what="Buffer", advice=_CREATE_ADVICE):
     """Collective: every rank's `mine` (a dict of str -> str) must be equal;
     else InvalidArgumentError on every rank, "<what>: the ranks disagree on
@@ -318,6 +339,29 @@ class Buffer:
                 sf = sf.cpu()
         with self._on_device():
             self._table.write(storage, sf, refused)
+
+    def engram_write_file(self, path, sf=None, *, offset=None) -> None:
+        """Collective: engram_write of this rank's shard straight from a file,
+        without holding it in memory first: a .npy of shape [num_entries,
+        hidden] in the buffer's element width (C order), or, with `offset`,
+        a raw file whose rows start there. The library reads the rows into
+        the shard (engram_write_rows_fd: once, where the shard holds them
+        unpadded in host memory). sf as for engram_write."""
+        refused, fd, data_offset, f = None, -1, 0, None
+        try:
+            f = open(path, "rb")
+            data_offset = _shard_file_offset(f, offset, self.num_entries, self.hidden, self._rt)
+            fd = f.fileno()
+        except (OSError, ValueError, InvalidArgumentError) as e:
+            refused = "engram_write_file: %s: %s" % (path, e)
+        try:
+            if refused is None and sf is not None and _is_torch_tensor(sf):
+                sf = sf.detach().cpu()
+            with self._on_device():
+                self._table.write(None, sf, refused, fd=fd if refused is None else -1, offset=data_offset)
+        finally:
+            if f is not None:
+                f.close()
 
     def engram_fetch(self, indices, num_qps: int = 0, use_tma_aligned_col_major_sf: bool = False, *,
                      stream=None) -> Hook:

@@ -3,6 +3,7 @@ reference built by all-gathering the shards; bf16 and fp8 + scales in both
 layouts; direct and hybrid; bad indices; lifecycle abuse; bad arguments;
 the GIL released in collectives. Each case is one pytest test
 (test_torch_ranks.py)."""
+import os
 import threading
 import time
 
@@ -138,6 +139,41 @@ def case_stats_count_fetches_rows_and_bad_rows(ctx):
         assert s["wait_s"] >= 0 and s["shard_bytes"] >= E * H * 2, s
         expect(engram.InvalidArgumentError, buf.cache_rows, [0], match="recv=CUDA tables")
     expect(engram.StateError, buf.stats, match="destroyed")
+
+
+def case_write_from_file(ctx):
+    """engram_write_file: a .npy and a raw file with an offset, read straight
+    into the shard; bad files refused on the rank that has them, the write
+    failing on every rank."""
+    import numpy as np
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d, ctx.buffer() as buf:
+        npy = os.path.join(d, "shard.npy")
+        np.save(npy, ctx.shard_bytes.numpy().view(np.uint16))  # bf16 as its bits
+        raw = os.path.join(d, "shard.raw")
+        with open(raw, "wb") as f:
+            f.write(b"x" * 100 + ctx.shard_bytes.numpy().tobytes())
+        for path, offset in ((npy, None), (raw, 100)):
+            buf.engram_write_file(path, offset=offset)
+            rows, _ = buf.engram_fetch(ctx.indices)()
+            assert torch.equal(rows.view(torch.uint8), ctx.full_bytes[ctx.indices].reshape(T, K * H * 2)), path
+            del rows
+        bad = {0: (os.path.join(d, "missing.npy"), None, "No such file"),
+               1: (raw, None, "not a .npy file"),
+               2: (raw, 1000, "the file ends"),
+               3: (npy, None, None)}[ctx.rank % 4]
+        if bad[0] == npy:  # this rank's file is good: the others' refusals fail its write too
+            expect(engram.Error, buf.engram_write_file, npy)
+        else:
+            expect(engram.InvalidArgumentError, buf.engram_write_file, bad[0], offset=bad[1], match=bad[2])
+        wrong = os.path.join(d, "wrong.npy")
+        np.save(wrong, np.zeros((E, H + 1), dtype=np.uint16))
+        expect(engram.InvalidArgumentError, buf.engram_write_file, wrong, match="shape (%d, %d)" % (E, H))
+        buf.engram_write_file(npy)  # written again after the failures
+        rows, _ = buf.engram_fetch(ctx.indices)()
+        assert torch.equal(rows.view(torch.uint8), ctx.full_bytes[ctx.indices].reshape(T, K * H * 2))
+        del rows
 
 
 def case_numpy_indices_give_numpy_rows(ctx):

@@ -196,12 +196,31 @@ static PyObject *host_refusal(const char *param, const DLTensor *t)
                             param, eg_dl_device_name(t->device.device_type, name, sizeof(name))));
 }
 
+/* Collective: the shard's rows from fd at offset (engram_write_begin,
+ * engram_write_rows_fd, engram_write_end); fd -1 fails the write on every
+ * rank (this rank's refusal). */
+static engram_status_t write_from_file(eg_table_t *self, int fd, uint64_t offset, const uint32_t *scales,
+                                       char *why, size_t why_len)
+{
+    engram_status_t st = engram_write_begin(self->table);
+    if (st != ENGRAM_OK)
+        return st;
+    engram_status_t rows_st = engram_write_rows_fd(self->table, fd, offset, 0, self->params.entries_per_rank);
+    if (rows_st != ENGRAM_OK) /* this rank's own cause, which the closing agreement's message replaces */
+        snprintf(why, why_len, "%s", engram_last_error());
+    st = engram_write_end(self->table, scales);
+    return rows_st != ENGRAM_OK ? rows_st : st;
+}
+
 static PyObject *write_impl(eg_table_t *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kw[] = {"storage", "sf", "refused", NULL};
+    static char *kw[] = {"storage", "sf", "refused", "fd", "offset", NULL};
     PyObject *storage, *sf = Py_None, *refusal = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO", kw, &storage, &sf, &refusal))
+    int fd = -1;
+    unsigned long long offset = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OOiK", kw, &storage, &sf, &refusal, &fd, &offset))
         return NULL;
+    const int from_file = storage == Py_None; /* the shard's rows from fd at offset (-1: this rank refused) */
     if (table_check_live(self, "engram_write") < 0)
         return NULL;
     /* the write needs no fetch in flight: stream-ordered ones are waited
@@ -213,6 +232,8 @@ static PyObject *write_impl(eg_table_t *self, PyObject *args, PyObject *kwargs)
     const DLTensor *t = NULL;
     if (refusal != Py_None) /* the Python layer's own refusal (a tensor it cannot pass on) */
         fail = refused(eg_raise(eg_InvalidArgumentError, "%S", refusal));
+    else if (from_file)
+        ; /* the library reads and checks the file */
     else if (eg_dl_import(storage, NULL, "engram_write: storage", &rows) < 0)
         fail = Py_None;
     else if (t = &rows.mt->dl_tensor, !eg_dl_is_host(t))
@@ -262,6 +283,7 @@ static PyObject *write_impl(eg_table_t *self, PyObject *args, PyObject *kwargs)
         fail = refused(eg_raise(eg_InvalidArgumentError, "engram_write: sf given but the buffer has num_sf_packs=0"));
     }
     engram_status_t st = ENGRAM_OK;
+    char why[1024] = ""; /* from a file: the read's own failure */
     eg_table_lock(self);
     int live = self->table != NULL; /* another thread may have destroyed it meanwhile */
     if (!live) {
@@ -271,10 +293,22 @@ static PyObject *write_impl(eg_table_t *self, PyObject *args, PyObject *kwargs)
         eg_raise(eg_StateError, "engram_write: the buffer has been destroyed");
     } else if (fail == NULL) {
         Py_BEGIN_ALLOW_THREADS
-        st = engram_write(self->table, rows.data, self->params.row_bytes, scales.data);
+        st = from_file ? write_from_file(self, fd, offset, scales.data, why, sizeof(why))
+                       : engram_write(self->table, rows.data, self->params.row_bytes, scales.data);
         Py_END_ALLOW_THREADS
-        if (st != ENGRAM_OK)
+        if (st != ENGRAM_OK && why[0] != '\0')
+            eg_raise_status_msg(st, "engram_write", why);
+        else if (st != ENGRAM_OK)
             eg_raise_status(st, "engram_write");
+    } else if (from_file) {
+        /* refused here: the write begins and ends on every rank, failed */
+        PyObject *exc = eg_err_take();
+        int mark = eg_log_mark();
+        Py_BEGIN_ALLOW_THREADS
+        (void)write_from_file(self, -1, 0, NULL, why, sizeof(why));
+        Py_END_ALLOW_THREADS
+        eg_log_discard_since(mark);
+        eg_err_restore(exc);
     } else {
         /* refused here: still join the collective's agreement (with rows the
          * library refuses), so the other ranks fail now instead of waiting;
@@ -530,8 +564,9 @@ static PyObject *table_get_pending(eg_table_t *self, void *c)
 
 static PyMethodDef table_methods[] = {
     {"write", (PyCFunction)(void (*)(void))table_write, METH_VARARGS | METH_KEYWORDS,
-     "write(storage, sf=None, refused=None)\n--\n\nCollective: this rank's shard [entries, hidden] (+ the global "
-     "scales). refused: this rank's own refusal (a message), raised after joining the write's agreement."},
+     "write(storage, sf=None, refused=None, fd=-1, offset=0)\n--\n\nCollective: this rank's shard [entries, hidden] "
+     "(+ the global scales), or with storage None its rows read from fd at offset. refused: this rank's own "
+     "refusal (a message), raised after joining the write's agreement."},
     {"fetch", (PyCFunction)(void (*)(void))table_fetch, METH_VARARGS | METH_KEYWORDS,
      "fetch(indices, num_qps=0, col_major=False, stream=None, captured=False)\n--\n\nIssues a fetch; returns a Fetch."},
     {"_fetch_ptr", (PyCFunction)table_fetch_ptr, METH_VARARGS,
