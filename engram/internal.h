@@ -120,6 +120,14 @@ struct engram_table {
  * the params and t->shard's size; the fetch slots and their flush state. */
 void engram_table_fill_shape(engram_table_t *t);
 engram_status_t engram_table_alloc_slots(engram_table_t *t);
+/* The table's own checks, `fn` naming the caller in the message (table.c):
+ * no fetch in flight (ENGRAM_ERR_BUSY); inside engram_write_begin ..
+ * engram_write_end (ENGRAM_ERR_STATE); rows [first_row, first_row +
+ * num_rows) within the shard, without wrapping (ENGRAM_ERR_OVERFLOW). */
+engram_status_t engram_table_check_idle(const engram_table_t *t, const char *fn);
+engram_status_t engram_table_check_writing(const engram_table_t *t, const char *fn);
+engram_status_t engram_table_check_range(const engram_table_t *t, const char *fn, uint64_t first_row,
+                                         uint64_t num_rows);
 void engram_table_free_slots(engram_table_t *t);
 
 /* The indices argument of a fetch entry point `fn` (engram_fetch and

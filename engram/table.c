@@ -429,17 +429,35 @@ static engram_status_t check_scales_arg(const engram_table_t *t, const char *fn,
     return ENGRAM_OK;
 }
 
-static engram_status_t check_idle(const engram_table_t *t, const char *fn)
+engram_status_t engram_table_check_idle(const engram_table_t *t, const char *fn)
 {
     if (t->fetches_in_flight > 0)
         return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "%s: %d fetches of this table are in flight", fn, t->fetches_in_flight);
     return ENGRAM_OK;
 }
 
+engram_status_t engram_table_check_writing(const engram_table_t *t, const char *fn)
+{
+    if (!t->writing)
+        return ENGRAM_ERROR(ENGRAM_ERR_STATE, "%s outside engram_write_begin .. engram_write_end", fn);
+    return ENGRAM_OK;
+}
+
+engram_status_t engram_table_check_range(const engram_table_t *t, const char *fn, uint64_t first_row,
+                                         uint64_t num_rows)
+{
+    const uint64_t epr = t->params.entries_per_rank;
+    if (first_row > epr || num_rows > epr - first_row)
+        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "%s: rows [%llu, %llu + %llu) pass the shard's %llu rows", fn,
+                            (unsigned long long)first_row, (unsigned long long)first_row,
+                            (unsigned long long)num_rows, (unsigned long long)epr);
+    return ENGRAM_OK;
+}
+
 static engram_status_t check_write(const engram_table_t *t, const void *rows, uint32_t row_bytes,
                                    const uint32_t *scales)
 {
-    engram_status_t st = check_idle(t, "engram_write");
+    engram_status_t st = engram_table_check_idle(t, "engram_write");
     if (st == ENGRAM_OK && t->writing)
         st = ENGRAM_ERROR(ENGRAM_ERR_STATE, "engram_write: engram_write_begin has begun a write; end it with "
                                             "engram_write_end");
@@ -493,7 +511,7 @@ engram_status_t engram_write_begin(engram_table_t *t)
 {
     if (t == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_write_begin: table is NULL");
-    engram_status_t st = check_idle(t, "engram_write_begin");
+    engram_status_t st = engram_table_check_idle(t, "engram_write_begin");
     if (st == ENGRAM_OK && t->writing)
         st = ENGRAM_ERROR(ENGRAM_ERR_STATE, "engram_write_begin: a write has begun already");
     st = engram_group_agree(t->ctx->group, st);
@@ -510,14 +528,12 @@ engram_status_t engram_write_rows(engram_table_t *t, uint64_t first_row, uint64_
 {
     if (t == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_write_rows: table is NULL");
-    if (!t->writing)
-        return ENGRAM_ERROR(ENGRAM_ERR_STATE, "engram_write_rows outside engram_write_begin .. engram_write_end");
-    engram_status_t st = check_rows_arg(t, "engram_write_rows", rows, num_rows, row_bytes);
-    const uint64_t epr = t->params.entries_per_rank;
-    if (st == ENGRAM_OK && (first_row > epr || num_rows > epr - first_row))
-        st = ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "engram_write_rows: rows [%llu, %llu + %llu) pass the shard's %llu rows",
-                          (unsigned long long)first_row, (unsigned long long)first_row, (unsigned long long)num_rows,
-                          (unsigned long long)epr);
+    engram_status_t st = engram_table_check_writing(t, "engram_write_rows");
+    if (st != ENGRAM_OK)
+        return st;
+    st = check_rows_arg(t, "engram_write_rows", rows, num_rows, row_bytes);
+    if (st == ENGRAM_OK)
+        st = engram_table_check_range(t, "engram_write_rows", first_row, num_rows);
     if (st == ENGRAM_OK && num_rows > 0)
         st = copy_rows(t, first_row, num_rows, rows);
     /* rows the caller meant to write are missing: every rank hears of it at engram_write_end */

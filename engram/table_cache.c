@@ -26,9 +26,7 @@ static engram_status_t check_table(const engram_table_t *t, const char *fn)
     if (t->writing || !t->written)
         return ENGRAM_ERROR(ENGRAM_ERR_STATE, "%s: the table is %s; the cache copies written rows", fn,
                             t->writing ? "being written (engram_write_begin)" : "not written yet");
-    if (t->fetches_in_flight > 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "%s: %d fetches of this table are in flight", fn, t->fetches_in_flight);
-    return ENGRAM_OK;
+    return engram_table_check_idle(t, fn);
 }
 
 engram_status_t engram_table_cache_rows(engram_table_t *t, const int64_t *rows, uint64_t n)

@@ -44,18 +44,15 @@ engram_status_t engram_write_rows_fd(engram_table_t *t, int fd, uint64_t file_of
 {
     if (t == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_write_rows_fd: table is NULL");
-    if (!t->writing)
-        return ENGRAM_ERROR(ENGRAM_ERR_STATE, "engram_write_rows_fd outside engram_write_begin .. engram_write_end");
-    const uint64_t epr = t->params.entries_per_rank, rb = t->params.row_bytes;
-    engram_status_t st = ENGRAM_OK;
+    engram_status_t st = engram_table_check_writing(t, "engram_write_rows_fd");
+    if (st != ENGRAM_OK)
+        return st;
+    const uint64_t rb = t->params.row_bytes;
     uint64_t bytes = 0;
-    if (first_row > epr || num_rows > epr - first_row)
-        st = ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "engram_write_rows_fd: rows [%llu, %llu + %llu) pass the shard's %llu "
-                          "rows", (unsigned long long)first_row, (unsigned long long)first_row,
-                          (unsigned long long)num_rows, (unsigned long long)epr);
-    else if (fd < 0)
+    st = engram_table_check_range(t, "engram_write_rows_fd", first_row, num_rows);
+    if (st == ENGRAM_OK && fd < 0)
         st = ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_write_rows_fd: fd %d is not a file descriptor", fd);
-    else if (file_offset > INT64_MAX || (bytes = num_rows * rb) > INT64_MAX - file_offset) /* num_rows <= epr */
+    else if (st == ENGRAM_OK && (file_offset > INT64_MAX || (bytes = num_rows * rb) > INT64_MAX - file_offset))
         st = ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "engram_write_rows_fd: file offset %llu + %llu bytes pass a file's "
                           "largest offset", (unsigned long long)file_offset, (unsigned long long)bytes);
     char *direct = st == ENGRAM_OK ? direct_rows(t) : NULL;

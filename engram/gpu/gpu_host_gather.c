@@ -15,6 +15,7 @@
 
 struct engram_gpu_host {
     engram_segment_span_t span;     /* the node's shards, back to back */
+    engram_gather_source_t src;     /* where the jobs (and the cache's loads) find rows in it */
     engram_gather_pool_t *pool;
     engram_gather_job_t **jobs;     /* [slots] */
     int64_t *indices;               /* pinned [slots][slot_rows] */
@@ -188,7 +189,7 @@ static engram_status_t make_jobs(engram_table_t *t, engram_gpu_table_t *g, engra
     g->first_peer = hybrid ? (uint32_t)(first / local) : (uint32_t)first;
     g->local_peers = hybrid ? 1u : (uint32_t)local;
     g->peer_stride = hybrid ? 0 : t->shape.rank_stride;
-    engram_gather_source_t src = {
+    h->src = (engram_gather_source_t){
         .shape = t->shape,
         .span = h->span.base,
         .peer_stride = g->peer_stride,
@@ -220,7 +221,7 @@ static engram_status_t make_jobs(engram_table_t *t, engram_gpu_table_t *g, engra
             .max_rows = z->slot_rows,
             .max_chunks = h->max_chunks,
         };
-        st = engram_gather_job_create(h->pool, &src, &buf, (uint64_t)t->ctx->cfg.gather_chunk_kib * 1024,
+        st = engram_gather_job_create(h->pool, &h->src, &buf, (uint64_t)t->ctx->cfg.gather_chunk_kib * 1024,
                                       &h->jobs[s]);
     }
     if (st == ENGRAM_OK)
@@ -328,13 +329,13 @@ engram_status_t engram_gpu_host_gather_copy_rows(engram_table_t *t, const int64_
     for (uint64_t done = 0; st == ENGRAM_OK && done < n; done += per) {
         const uint64_t k = n - done < per ? n - done : per;
         for (uint64_t i = 0; st == ENGRAM_OK && i < k; i++) {
-            engram_route_t r;
-            if (!engram_route_index(&t->shape, rows[done + i], &r) || r.peer - g->first_peer >= g->local_peers)
+            bool in_table;
+            const char *src = engram_gather_source_row(&g->host->src, rows[done + i], &in_table);
+            if (src == NULL)
                 st = ENGRAM_ERROR(ENGRAM_ERR_INVALID, "hot-row cache: row %lld is not this node's",
                                   (long long)rows[done + i]);
             else
-                memcpy(bounce + i * row_bytes,
-                       g->host->span.base + (uint64_t)(r.peer - g->first_peer) * g->peer_stride + r.src_off, row_bytes);
+                memcpy(bounce + i * row_bytes, src, row_bytes);
         }
         ce = st == ENGRAM_OK ? cudaMemcpy(dst + done * row_bytes, bounce, (size_t)k * row_bytes, cudaMemcpyHostToDevice)
                              : cudaSuccess;

@@ -140,12 +140,12 @@ static void gather_row(engram_gather_job_t *j, uint32_t row, uint64_t at, uint64
     const engram_gather_source_t *s = &j->src;
     const int64_t idx = j->buf.indices[row];
     char *dst = j->buf.staging + at * s->row_bytes;
-    engram_route_t r;
-    bool ok = engram_route_index(&s->shape, idx, &r);
-    if (ok && r.peer - s->first_peer >= s->local_peers)
+    bool ok;
+    const char *src = engram_gather_source_row(s, idx, &ok);
+    if (ok && src == NULL)
         return; /* another node's row: its transport fills it */
     if (ok)
-        memcpy(dst, s->span + (uint64_t)(r.peer - s->first_peer) * s->peer_stride + r.src_off, s->row_bytes);
+        memcpy(dst, src, s->row_bytes);
     else
         memset(dst, 0, s->row_bytes);
     if (!ok && (*bad)++ == 0)
@@ -157,10 +157,10 @@ static void gather_row(engram_gather_job_t *j, uint32_t row, uint64_t at, uint64
 static void prefetch_row(const engram_gather_job_t *j, uint32_t row)
 {
     const engram_gather_source_t *s = &j->src;
-    engram_route_t r;
-    if (!engram_route_index(&s->shape, j->buf.indices[row], &r) || r.peer - s->first_peer >= s->local_peers)
+    bool in_table;
+    const char *p = engram_gather_source_row(s, j->buf.indices[row], &in_table);
+    if (p == NULL)
         return;
-    const char *p = s->span + (uint64_t)(r.peer - s->first_peer) * s->peer_stride + r.src_off;
     for (uint32_t off = 0; off < s->row_bytes; off += 64)
         __builtin_prefetch(p + off, 0, 3);
 }

@@ -87,6 +87,17 @@ typedef struct engram_gather_source {
     uint32_t packs;
 } engram_gather_source_t;
 
+/* Row idx's address in the span, or NULL: *in_table false for an index
+ * outside the table, true for a row of another node (not this path's). */
+static inline const char *engram_gather_source_row(const engram_gather_source_t *s, int64_t idx, bool *in_table)
+{
+    engram_route_t r;
+    *in_table = engram_route_index(&s->shape, idx, &r);
+    if (!*in_table || r.peer - s->first_peer >= s->local_peers)
+        return NULL;
+    return s->span + (uint64_t)(r.peer - s->first_peer) * s->peer_stride + r.src_off;
+}
+
 typedef struct engram_gather_pool engram_gather_pool_t;
 typedef struct engram_gather_job engram_gather_job_t;
 
