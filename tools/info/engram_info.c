@@ -104,11 +104,50 @@ static void print_keys(const engram_config_t *cfg, const engram_transport_ops_t 
     engram_config_print_keyset(cfg, &keys, stdout);
 }
 
+/* The GPU section's library lines: its outcome is printed as part of the
+ * report (a host or build without a GPU path is normal, not an error), so
+ * errors are kept out of the log; the rest goes to stderr as usual. */
+static void gpu_section_log(void *arg, engram_log_level_t level, const char *file, int line, const char *msg)
+{
+    (void)arg;
+    if (level != ENGRAM_LOG_LEVEL_ERROR)
+        fprintf(stderr, "engram %s:%d %s\n", file, line, msg);
+}
+
+/* recv=CUDA tables: the rule gpu_path applies, with the reach it measured
+ * on this process's current GPU. Informative: a machine without a GPU
+ * still runs host tables. */
+static void print_gpu(const engram_config_t *cfg, engram_context_t *ctx, uint64_t table_gib)
+{
+    char path[32] = "?";
+    (void)engram_config_get(cfg, "gpu_path", path, sizeof(path));
+    printf("\ngpu (recv=CUDA tables, gpu_path=%s):\n", path);
+    const uint64_t bytes = table_gib << 30;
+    engram_gpu_path_report_t r = {.size = sizeof(r)};
+    engram_log_set_handler(gpu_section_log, NULL);
+    const engram_status_t st = engram_gpu_path_report(ctx, bytes, &r);
+    engram_log_set_handler(NULL, NULL);
+    if (st != ENGRAM_OK) {
+        printf("  none: %s\n", engram_last_error());
+    } else {
+        if (r.probed_bytes > 0)
+            printf("  reach into host memory: %llu MiB measured (windows up to %llu MiB probed; %.1f GB/s in the "
+                   "first, 64 MiB; %.2f of that past the reach; a window holds at %.2f)\n",
+                   (unsigned long long)(r.reach_bytes >> 20), (unsigned long long)(r.probed_bytes >> 20),
+                   r.gbps_first, r.share_past, ENGRAM_GPU_REACH_SHARE);
+        if (r.probed_bytes > 0 && r.reach_bytes < r.probed_bytes)
+            printf("  rule: uva for up to %llu MiB of rows per node, host_gather beyond\n",
+                   (unsigned long long)(r.reach_bytes >> 20));
+        printf("  a table of %llu GiB of rows per node: %s (%s)\n", (unsigned long long)table_gib, r.path, r.reason);
+    }
+}
+
 /* Creates a context and a small host table on it as an application would:
  * the one verdict on whether this configuration runs (keys, selection,
  * open, queue count; then what a table needs: its segments with the
- * huge_pages and numa_node asked for, their registration). */
-static int check_runs(const engram_config_t *cfg, engram_group_t *g)
+ * huge_pages and numa_node asked for, their registration); then, on the
+ * same context, the GPU section. */
+static int check_runs(const engram_config_t *cfg, engram_group_t *g, uint64_t table_gib)
 {
     printf("\ncheck: transport=%s ", cfg->transport);
     engram_context_t *ctx = NULL;
@@ -129,52 +168,9 @@ static int check_runs(const engram_config_t *cfg, engram_group_t *g)
     }
     printf("runs on %s (a table created and destroyed)\n", engram_context_transport(ctx));
     engram_table_destroy(table);
+    print_gpu(cfg, ctx, table_gib);
     engram_context_destroy(ctx);
     return 0;
-}
-
-/* The GPU section's library lines: its outcome is printed as part of the
- * report (a host or build without a GPU path is normal, not an error), so
- * errors are kept out of the log; the rest goes to stderr as usual. */
-static void gpu_section_log(void *arg, engram_log_level_t level, const char *file, int line, const char *msg)
-{
-    (void)arg;
-    if (level != ENGRAM_LOG_LEVEL_ERROR)
-        fprintf(stderr, "engram %s:%d %s\n", file, line, msg);
-}
-
-/* recv=CUDA tables: the rule gpu_path applies, with the reach it measured
- * on this process's current GPU. Informative: a machine without a GPU
- * still runs host tables. */
-static void print_gpu(const engram_config_t *cfg, engram_group_t *g, uint64_t table_gib)
-{
-    char path[32] = "?";
-    (void)engram_config_get(cfg, "gpu_path", path, sizeof(path));
-    printf("\ngpu (recv=CUDA tables, gpu_path=%s):\n", path);
-    engram_context_t *ctx = NULL;
-    if (engram_context_create(cfg, g, &ctx) != ENGRAM_OK) {
-        printf("  not checked: %s\n", engram_last_error());
-        return;
-    }
-    const uint64_t bytes = table_gib << 30;
-    engram_gpu_path_report_t r = {.size = sizeof(r)};
-    engram_log_set_handler(gpu_section_log, NULL);
-    const engram_status_t st = engram_gpu_path_report(ctx, bytes, &r);
-    engram_log_set_handler(NULL, NULL);
-    if (st != ENGRAM_OK) {
-        printf("  none: %s\n", engram_last_error());
-    } else {
-        if (r.probed_bytes > 0)
-            printf("  reach into host memory: %llu MiB measured (windows up to %llu MiB probed; %.1f GB/s in the "
-                   "first, 64 MiB; %.2f of that past the reach; a window holds at %.2f)\n",
-                   (unsigned long long)(r.reach_bytes >> 20), (unsigned long long)(r.probed_bytes >> 20),
-                   r.gbps_first, r.share_past, ENGRAM_GPU_REACH_SHARE);
-        if (r.probed_bytes > 0 && r.reach_bytes < r.probed_bytes)
-            printf("  rule: uva for up to %llu MiB of rows per node, host_gather beyond\n",
-                   (unsigned long long)(r.reach_bytes >> 20));
-        printf("  a table of %llu GiB of rows per node: %s (%s)\n", (unsigned long long)table_gib, r.path, r.reason);
-    }
-    engram_context_destroy(ctx);
 }
 
 static void usage_exit(const char *prog)
@@ -231,9 +227,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < nplugins; i++)
         print_keys(cfg, plugins[i]);
 
-    int rc = check_runs(cfg, g);
-    if (rc == 0)
-        print_gpu(cfg, g, table_gib);
+    int rc = check_runs(cfg, g, table_gib);
     engram_group_destroy(g);
     engram_config_destroy(cfg);
     return rc;
