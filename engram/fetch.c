@@ -37,6 +37,8 @@ static void reclaim_retired(engram_table_t *t, int first_queue, int num_queues)
             f->first_queue + f->num_queues > first_queue + num_queues || test_slot(f) == ENGRAM_INPROGRESS)
             continue;
         t->retired_slots--;
+        if (t->params.recv == ENGRAM_RECV_CUDA)
+            engram_gpu_fetch_end(f);
         atomic_store(&f->state, ENGRAM_SLOT_FREE);
     }
 }
@@ -51,8 +53,14 @@ engram_fetch_slot_t *engram_fetch_begin(engram_table_t *t, int first_queue, int 
         if (atomic_compare_exchange_strong(&t->slots[s].state, &free_slot, ENGRAM_SLOT_LIVE))
             f = &t->slots[s];
     }
-    if (f == NULL)
-        return NULL;
+    if (f != NULL)
+        engram_fetch_reset(f, first_queue, num_queues, num_tokens, flags);
+    return f;
+}
+
+void engram_fetch_reset(engram_fetch_slot_t *f, int first_queue, int num_queues, uint32_t num_tokens, unsigned flags)
+{
+    engram_table_t *t = f->table;
     f->first_queue = first_queue;
     f->num_queues = num_queues;
     f->completed = false;
@@ -68,7 +76,6 @@ engram_fetch_slot_t *engram_fetch_begin(engram_table_t *t, int first_queue, int 
     atomic_fetch_add_explicit(&t->stat_fetches, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&t->stat_rows, (uint64_t)num_tokens * t->params.entries_per_token,
                               memory_order_relaxed);
-    return f;
 }
 
 /* The first token of the fetch's queue j (relative): the least t with
@@ -405,6 +412,8 @@ engram_status_t engram_fetch_release(engram_fetch_t *fetch)
         atomic_fetch_add_explicit(&t->stat_bad_rows, f->bad_count, memory_order_relaxed);
         atomic_fetch_add_explicit(&t->stat_cache_hits, f->cache_hits, memory_order_relaxed);
     }
+    if (t->params.recv == ENGRAM_RECV_CUDA)
+        engram_gpu_fetch_end(f);
     atomic_store(&f->state, ENGRAM_SLOT_FREE); /* last: the slot is someone else's from here */
     return ENGRAM_OK;
 }

@@ -29,8 +29,11 @@ struct engram_context {
  * compare-and-swap from FREE so threads fetching on separate queues share
  * the table's slots. RETIRED: released while its gets may still land
  * (after a timeout); taken again only once they are known complete
- * (engram_fetch_begin), or freed with the table. */
-enum { ENGRAM_SLOT_FREE = 0, ENGRAM_SLOT_LIVE, ENGRAM_SLOT_RETIRED };
+ * (engram_fetch_begin), or freed with the table. ORDERED (GPU tables):
+ * released in stream order while its GPU work may still run; taken again
+ * by a fetch on the same stream, or by any once that work is seen
+ * complete (engram/gpu/released.h). */
+enum { ENGRAM_SLOT_FREE = 0, ENGRAM_SLOT_LIVE, ENGRAM_SLOT_RETIRED, ENGRAM_SLOT_ORDERED };
 
 typedef struct engram_fetch_slot engram_fetch_slot_t;
 
@@ -124,7 +127,7 @@ engram_status_t engram_table_alloc_slots(engram_table_t *t);
  * no fetch in flight (ENGRAM_ERR_BUSY); inside engram_write_begin ..
  * engram_write_end (ENGRAM_ERR_STATE); rows [first_row, first_row +
  * num_rows) within the shard, without wrapping (ENGRAM_ERR_OVERFLOW). */
-engram_status_t engram_table_check_idle(const engram_table_t *t, const char *fn);
+engram_status_t engram_table_check_idle(engram_table_t *t, const char *fn);
 engram_status_t engram_table_check_writing(const engram_table_t *t, const char *fn);
 engram_status_t engram_table_check_range(const engram_table_t *t, const char *fn, uint64_t first_row,
                                          uint64_t num_rows);
@@ -144,6 +147,8 @@ engram_status_t engram_fetch_check_indices(const char *fn, const int64_t *indice
  * First takes back retired slots on those queues whose gets completed. */
 engram_fetch_slot_t *engram_fetch_begin(engram_table_t *t, int first_queue, int num_queues, uint32_t num_tokens,
                                    unsigned flags);
+/* engram_fetch_begin's reset of a slot just taken (f->state LIVE). */
+void engram_fetch_reset(engram_fetch_slot_t *f, int first_queue, int num_queues, uint32_t num_tokens, unsigned flags);
 /* The queues tokens 0, 1, ... of a fetch issue on, walked in order:
  * contiguous token ranges, token t on first_queue + t * num_queues /
  * num_tokens, with one division per queue rather than per token (a fetch

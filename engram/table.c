@@ -387,9 +387,7 @@ engram_status_t engram_table_destroy(engram_table_t *t)
         return ENGRAM_OK;
     engram_context_t *ctx = t->ctx;
     engram_status_t st = ENGRAM_OK;
-    if (t->fetches_in_flight > 0)
-        st = ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_table_destroy: %d fetches not released; wait and release them",
-                          t->fetches_in_flight);
+    st = engram_table_check_idle(t, "engram_table_destroy");
     /* Every rank keeps its table if any rank cannot destroy; otherwise the
      * agreement is the barrier after which no peer reads this shard. */
     st = engram_group_agree(ctx->group, st);
@@ -429,11 +427,18 @@ static engram_status_t check_scales_arg(const engram_table_t *t, const char *fn,
     return ENGRAM_OK;
 }
 
-engram_status_t engram_table_check_idle(const engram_table_t *t, const char *fn)
+engram_status_t engram_table_check_idle(engram_table_t *t, const char *fn)
 {
-    if (t->fetches_in_flight > 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "%s: %d fetches of this table are in flight", fn, t->fetches_in_flight);
-    return ENGRAM_OK;
+    uint32_t ordered = t->params.recv == ENGRAM_RECV_CUDA ? engram_gpu_released_running(t) : 0;
+    if (t->fetches_in_flight == 0)
+        return ENGRAM_OK;
+    if (ordered == 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "%s: %d fetches of this table are in flight; wait for and release them",
+                            fn, t->fetches_in_flight);
+    return ENGRAM_ERROR(ENGRAM_ERR_BUSY,
+                        "%s: %d fetches of this table are in flight, %u of them released in stream order and still "
+                        "running (engram_table_poll_released with wait waits for them)",
+                        fn, t->fetches_in_flight, ordered);
 }
 
 engram_status_t engram_table_check_writing(const engram_table_t *t, const char *fn)
@@ -454,7 +459,7 @@ engram_status_t engram_table_check_range(const engram_table_t *t, const char *fn
     return ENGRAM_OK;
 }
 
-static engram_status_t check_write(const engram_table_t *t, const void *rows, uint32_t row_bytes,
+static engram_status_t check_write(engram_table_t *t, const void *rows, uint32_t row_bytes,
                                    const uint32_t *scales)
 {
     engram_status_t st = engram_table_check_idle(t, "engram_write");

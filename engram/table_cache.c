@@ -16,7 +16,7 @@ static void node_rows(const engram_table_t *t, int64_t *lo, int64_t *hi)
     *hi = (int64_t)((first + (uint64_t)engram_group_local_size(g)) * t->params.entries_per_rank);
 }
 
-static engram_status_t check_table(const engram_table_t *t, const char *fn)
+static engram_status_t check_table(engram_table_t *t, const char *fn)
 {
     if (t == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: table is NULL", fn);

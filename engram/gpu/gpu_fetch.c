@@ -19,6 +19,7 @@
  * the caller queues in between overlaps the transfer. */
 #include "engram/fetch_handle.h"
 #include "engram/gpu/gpu_dedup.h"
+#include "engram/gpu/gpu_fetch.h"
 #include "engram/gpu/gpu_host_gather.h"
 #include "engram/gpu/gpu_remote.h"
 #include "engram/gpu/gpu_state.h"
@@ -90,8 +91,12 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
     const engram_table_t *t = f->table;
     cudaError_t ce = cudaSuccess;
     g->slot_seq[slot] = 0; /* the event tells completion unless the kernel signals */
+    g->slot_stream[slot] = stream;
     if (g->host != NULL)
         return engram_gpu_host_gather_fetch(f, slot, indices, stream);
+    /* a report entry of its own, so the slot may be taken again before the
+     * host reads it (gpu_released.c); a graph's replays report to the sink */
+    g->slot_report[slot] = capturing ? ENGRAM_RELEASED_NO_REPORT : engram_released_take_report(&g->released);
     if (g->launch != NULL)
         g->wait_pending[slot] = false;
     if (f->num_tokens > 0 && g->launch != NULL) {
@@ -121,7 +126,7 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
             .scales_out = f->scales_out,
             .packs = t->params.scale_packs,
             .col_major = (f->flags & ENGRAM_FETCH_SCALES_COL_MAJOR) != 0,
-            .bad = g->bad + (size_t)slot * g->blocks,
+            .bad = engram_gpu_report(g, g->slot_report[slot]),
             .speculate = !capturing,
             .hot = g->hot != NULL ? g->hot->dev : (engram_hot_hash_t){0},
             .hot_rows = g->hot != NULL ? g->hot->rows_dev : NULL,
@@ -186,10 +191,27 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
         return ENGRAM_ERROR(ENGRAM_ERR_STATE, "engram_fetch_on_stream: stream is capturing a CUDA graph, but %d "
                                               "receive slots are retired by timed-out fetches; fetch once outside "
                                               "the capture (a warm-up) to reclaim them", retired);
+    /* Outside capture, a slot released in stream order on this stream is
+     * taken at once (CUDA orders this fetch after it); under capture only
+     * a free one (a graph's replays may run after later fetches). */
+    if (g->released.pending > 0 && capture == cudaStreamCaptureStatusNone)
+        (void)engram_gpu_released_running(t);
     engram_fetch_slot_t *f = engram_fetch_begin(t, 0, t->ctx->num_queues, num_tokens, flags);
-    if (f == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_fetch_on_stream: all %d receive slots are in flight "
-                                             "(fetch_slots); wait and release one first", t->num_slots);
+    if (f == NULL && capture == cudaStreamCaptureStatusNone)
+        f = engram_gpu_take_ordered(t, stream, num_tokens, flags);
+    if (f == NULL) {
+        int ordered = engram_gpu_slots_ordered(t);
+        if (ordered == 0)
+            return ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_fetch_on_stream: all %d receive slots are in flight "
+                                                 "(fetch_slots); wait and release one first", t->num_slots);
+        return ENGRAM_ERROR(ENGRAM_ERR_BUSY,
+                            "engram_fetch_on_stream: all %d receive slots are in flight (fetch_slots), %d of them "
+                            "held by fetches released in stream order on %s, still running; "
+                            "engram_table_poll_released with wait waits for them",
+                            t->num_slots, ordered,
+                            capture != cudaStreamCaptureStatusNone ? "streams (taken under capture only once free)"
+                                                                   : "other streams");
+    }
     int slot = (int)(f - t->slots);
     f->status = launch(f, g, slot, indices, stream, capture != cudaStreamCaptureStatusNone);
     if (capture != cudaStreamCaptureStatusNone) {
@@ -211,22 +233,40 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
     return ENGRAM_OK;
 }
 
-/* cudaSuccess once the slot's last fetch is complete, cudaErrorNotReady
- * before, or the error that stopped it. A signalling kernel that faulted
- * never stores its seq: the context's sticky error, which any call
- * returns (here: querying the slot's event, recorded or not), says so. */
-static cudaError_t slot_query(const engram_gpu_table_t *g, int slot)
+/* A signalling kernel that faulted never stores its seq: the context's
+ * sticky error, which any call returns (here: querying the slot's event,
+ * recorded or not), says so. A slot's event may have been recorded again
+ * by a later fetch on the same stream (released in stream order): done
+ * then still means this one is. */
+cudaError_t engram_gpu_report_query(const engram_gpu_table_t *g, uint64_t seq, uint32_t report, int slot)
 {
-    const uint64_t seq = g->slot_seq[slot];
     if (seq == 0)
         return cudaEventQuery(g->done[slot]);
-    const engram_gpu_bad_t *report = g->bad + (size_t)slot * g->blocks;
+    const engram_gpu_bad_t *r = engram_gpu_report(g, report);
     for (int b = 0; b < g->blocks; b++)
-        if (__atomic_load_n(&report[b].seq, __ATOMIC_ACQUIRE) != seq) {
+        if (__atomic_load_n(&r[b].seq, __ATOMIC_ACQUIRE) != seq) {
             cudaError_t ce = cudaEventQuery(g->done[slot]);
             return ce == cudaSuccess ? cudaErrorNotReady : ce;
         }
     return cudaSuccess;
+}
+
+void engram_gpu_report_read(const engram_table_t *t, uint32_t report, uint32_t num_tokens, uint64_t *bad_count,
+                            uint32_t *first_token, uint32_t *first_entry, uint64_t *hits)
+{
+    const engram_gpu_table_t *g = t->gpu;
+    const engram_gpu_bad_t *r = engram_gpu_report(g, report);
+    uint64_t count = 0, first = UINT64_MAX, h = 0;
+    for (int b = 0; num_tokens > 0 && b < g->blocks; b++) {
+        count += r[b].count;
+        h += r[b].hits;
+        if (r[b].first_row < first)
+            first = r[b].first_row;
+    }
+    *bad_count = count;
+    *hits = h;
+    *first_token = count > 0 ? (uint32_t)(first / t->params.entries_per_token) : 0;
+    *first_entry = count > 0 ? (uint32_t)(first % t->params.entries_per_token) : 0;
 }
 
 engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
@@ -246,7 +286,7 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
             return st;
         }
     }
-    cudaError_t ce = slot_query(g, slot);
+    cudaError_t ce = engram_gpu_report_query(g, g->slot_seq[slot], g->slot_report[slot], slot);
     if (ce == cudaErrorNotReady)
         return ENGRAM_INPROGRESS;
     if (ce == cudaSuccess && g->host != NULL) {
@@ -260,17 +300,7 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
                                  g->host != NULL ? "copy" : "kernel", cudaGetErrorString(ce));
         return f->status;
     }
-    uint64_t first = UINT64_MAX;
-    const engram_gpu_bad_t *bad = g->bad + (size_t)slot * g->blocks;
-    for (int b = 0; f->num_tokens > 0 && b < g->blocks; b++) {
-        f->bad_count += bad[b].count;
-        f->cache_hits += bad[b].hits;
-        if (bad[b].first_row < first)
-            first = bad[b].first_row;
-    }
-    if (f->bad_count > 0) {
-        f->first_bad_token = (uint32_t)(first / t->params.entries_per_token);
-        f->first_bad_entry = (uint32_t)(first % t->params.entries_per_token);
-    }
+    engram_gpu_report_read(t, g->slot_report[slot], f->num_tokens, &f->bad_count, &f->first_bad_token,
+                           &f->first_bad_entry, &f->cache_hits);
     return f->status;
 }

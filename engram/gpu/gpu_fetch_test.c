@@ -5,7 +5,7 @@
  * layouts, odd row sizes, shards in host-NUMA or device memory, several
  * fetches in flight, and bad indices zero-filled and reported; a few
  * scenarios again with dedup=on (repeated rows, repeated bad indices,
- * this node's and the other node's). Needs a GPU
+ * this node's and the other node's); fetches ended in stream order. Needs a GPU
  * (tagged gpu).
  * Built with ENGRAM_GPU_TEST_NCCL_GIN (//transports/nccl_gin:nccl_gin_fetch_test)
  * it runs the same checks through transport=nccl_gin instead: 1 rank
@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engram/gpu/delayed_copy.h"
 #include "tests/check.h"
 #include "tests/engram_harness.h"
 #include "tests/table_gen.h"
@@ -353,6 +354,109 @@ static bool host_gather_refused(engram_group_t *g, engram_context_t *ctx, const 
 
 /* A host_gather table's fetch under CUDA graph capture is refused by
  * name, and the stream is usable after. */
+/* Fetches ended in stream order (engram_fetch_release_ordered): ORDERED_N
+ * fetches on one stream queued behind a spinning kernel, so the host runs
+ * far ahead of the GPU through 4 slots; each fetch's rows are copied out
+ * on the stream before the next fetch in its slot overwrites them. Then
+ * the rules while they run (another stream waits, the cache is busy), the
+ * outcomes (one bad index), every copy bit-exact, and a fetch released
+ * after its wait. Where rows need the host (host_gather, other nodes
+ * through the host transport) the call is refused. */
+#define ORDERED_N 40
+static void check_release_ordered(harness_t *h, cudaStream_t s, bool refused)
+{
+    const engram_table_params_t *p = &h->params;
+    const size_t rows_per = (size_t)MAX_TOKENS * EPT, row_bytes = rows_per * p->row_bytes;
+    const size_t sf_elems = rows_per * p->scale_packs;
+    int64_t *idx = malloc(ORDERED_N * rows_per * sizeof(int64_t)), *d_idx, *d_spin;
+    uint8_t *rows;
+    uint32_t *sf;
+    CUDA_CHECK(cudaMalloc((void **)&d_idx, ORDERED_N * rows_per * sizeof(int64_t)));
+    CUDA_CHECK(cudaMalloc((void **)&d_spin, sizeof(int64_t)));
+    CUDA_CHECK(cudaMallocHost((void **)&rows, ORDERED_N * row_bytes + 1));
+    CUDA_CHECK(cudaMallocHost((void **)&sf, ORDERED_N * sf_elems * sizeof(uint32_t) + 4));
+    for (int i = 0; i < ORDERED_N; i++)
+        make_indices(h, MAX_TOKENS, 900 + (uint64_t)i, idx + i * rows_per);
+    idx[7 * rows_per + 5 * EPT + 1] = -1; /* fetch 7: token 5, entry 1 */
+    CUDA_CHECK(cudaMemcpy(d_idx, idx, ORDERED_N * rows_per * sizeof(int64_t), cudaMemcpyHostToDevice));
+    engram_fetch_t *f;
+    CHECK_STATUS(engram_fetch_release_ordered(NULL, 0), ENGRAM_ERR_INVALID);
+    uint32_t n = 0, pending = 0;
+    CHECK_STATUS(engram_table_poll_released(h->table, NULL, 1, 0, &n, NULL), ENGRAM_ERR_INVALID);
+    CHECK_STATUS(engram_table_poll_released(NULL, NULL, 0, 0, &n, NULL), ENGRAM_ERR_INVALID);
+    if (refused) {
+        CHECK_OK(engram_fetch_on_stream(h->table, d_idx, MAX_TOKENS, 0, s, &f));
+        CHECK_STATUS(engram_fetch_release_ordered(f, 1), ENGRAM_ERR_UNSUPPORTED);
+        CHECK(strstr(engram_last_error(), "use engram_fetch_release") != NULL);
+        CHECK_OK(engram_fetch_release(f)); /* left as it was */
+    } else {
+        CUDA_CHECK(engram_test_delayed_copy_launch(d_spin, d_idx, 1, 400000000ll, s)); /* ~0.2 s */
+        for (int i = 0; i < ORDERED_N; i++) {
+            const void *d_rows;
+            const uint32_t *d_sf;
+            CHECK_OK(engram_fetch_on_stream(h->table, d_idx + i * rows_per, MAX_TOKENS, 0, s, &f));
+            CHECK_OK(engram_fetch_buffers(f, &d_rows, &d_sf));
+            CUDA_CHECK(cudaMemcpyAsync(rows + i * row_bytes, d_rows, row_bytes, cudaMemcpyDeviceToHost, s));
+            if (sf_elems)
+                CUDA_CHECK(cudaMemcpyAsync(sf + i * sf_elems, d_sf, sf_elems * 4, cudaMemcpyDeviceToHost, s));
+            CHECK_OK(engram_fetch_release_ordered(f, 1000 + (uint64_t)i));
+            CHECK_STATUS(engram_fetch_release(f), ENGRAM_ERR_INVALID); /* the handle is stale */
+        }
+        /* still behind the spin: another stream finds every slot held */
+        cudaStream_t other;
+        CUDA_CHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+        CHECK_OK(engram_table_poll_released(h->table, NULL, 0, 0, &n, &pending));
+        CHECK(n == 0 && pending > 0);
+        CHECK_STATUS(engram_fetch_on_stream(h->table, d_idx, 1, 0, other, &f), ENGRAM_ERR_BUSY);
+        CHECK(strstr(engram_last_error(), "released in stream order") != NULL);
+        int64_t row0 = 0;
+        CHECK_STATUS(engram_table_cache_rows(h->table, &row0, 1), ENGRAM_ERR_BUSY);
+        bool seen[ORDERED_N] = {false};
+        for (int got = 0; got < ORDERED_N;) {
+            engram_fetch_completion_t c[7];
+            CHECK_OK(engram_table_poll_released(h->table, c, 7, 1, &n, &pending));
+            CHECK(n > 0);
+            for (uint32_t k = 0; k < n; k++, got++) {
+                int i = (int)(c[k].cookie - 1000);
+                CHECK(i >= 0 && i < ORDERED_N && !seen[i]);
+                seen[i] = true;
+                if (i == 7)
+                    CHECK(c[k].status == ENGRAM_ERR_BAD_INDEX && c[k].bad_count == 1 && c[k].first_bad_token == 5 &&
+                          c[k].first_bad_entry == 1);
+                else
+                    CHECK(c[k].status == ENGRAM_OK && c[k].bad_count == 0);
+            }
+        }
+        CHECK_OK(engram_table_poll_released(h->table, NULL, 0, 1, &n, &pending));
+        CHECK(n == 0 && pending == 0);
+        CUDA_CHECK(cudaStreamSynchronize(s));
+        for (int i = 0; i < ORDERED_N; i++)
+            if (!harness_check(h, idx + i * rows_per, MAX_TOKENS, false, rows + i * row_bytes, sf + i * sf_elems))
+                explain_mismatch(h, idx + i * rows_per, MAX_TOKENS, rows + i * row_bytes);
+        /* the slots are free for any stream again */
+        gpu_fetch_t gf;
+        issue(h, other, idx, MAX_TOKENS, false, &gf);
+        CHECK_OK(finish(h, idx, MAX_TOKENS, false, &gf));
+        CUDA_CHECK(cudaStreamDestroy(other));
+    }
+    /* released after its wait: the outcome at once */
+    CHECK_OK(engram_fetch_on_stream(h->table, d_idx + 7 * rows_per, MAX_TOKENS, 0, s, &f));
+    CHECK_STATUS(engram_wait(f, NULL, NULL), ENGRAM_ERR_BAD_INDEX);
+    if (!refused) {
+        CHECK_OK(engram_fetch_release_ordered(f, 77));
+        engram_fetch_completion_t c;
+        CHECK_OK(engram_table_poll_released(h->table, &c, 1, 0, &n, &pending));
+        CHECK(n == 1 && pending == 0 && c.cookie == 77 && c.status == ENGRAM_ERR_BAD_INDEX && c.bad_count == 1);
+    } else {
+        CHECK_OK(engram_fetch_release(f));
+    }
+    CUDA_CHECK(cudaFreeHost(rows));
+    CUDA_CHECK(cudaFreeHost(sf));
+    CUDA_CHECK(cudaFree(d_idx));
+    CUDA_CHECK(cudaFree(d_spin));
+    free(idx);
+}
+
 static void check_capture_refused(harness_t *h, cudaStream_t s)
 {
     int64_t *d_idx;
@@ -430,8 +534,10 @@ static int rank_main(engram_group_t *g, void *arg)
         check_repeats(&h, s, false);
         if (dtypes[d].packs)
             check_repeats(&h, s, true);
-        if (sc->gpu_path != NULL && strcmp(sc->gpu_path, "host_gather") == 0)
+        bool host_gather = sc->gpu_path != NULL && strcmp(sc->gpu_path, "host_gather") == 0;
+        if (host_gather)
             check_capture_refused(&h, s);
+        check_release_ordered(&h, s, host_gather || (!gin && local < engram_group_size(g)));
         if (!gin)
             check_cache(&h, s, dtypes[d].packs > 0,
                         sc->dedup != NULL && strcmp(sc->dedup, "on") == 0 &&

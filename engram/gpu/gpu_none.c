@@ -66,6 +66,34 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
     return engram_gpu_table_check(f->table->ctx, &f->table->params);
 }
 
+void engram_gpu_fetch_end(engram_fetch_slot_t *f)
+{
+    (void)f;
+}
+
+uint32_t engram_gpu_released_running(engram_table_t *t)
+{
+    (void)t;
+    return 0;
+}
+
+engram_status_t engram_gpu_release_ordered(engram_fetch_slot_t *f, uint64_t cookie)
+{
+    (void)cookie;
+    return engram_gpu_table_check(f->table->ctx, &f->table->params);
+}
+
+engram_status_t engram_gpu_poll_released(engram_table_t *t, engram_fetch_completion_t *out, uint32_t max, int wait,
+                                         uint32_t *n, uint32_t *pending)
+{
+    (void)out;
+    (void)max;
+    (void)wait;
+    (void)n;
+    (void)pending;
+    return engram_gpu_table_check(t->ctx, &t->params);
+}
+
 engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices, uint32_t num_tokens, unsigned flags,
                                        void *stream, engram_fetch_t **out)
 {

@@ -129,7 +129,7 @@ engram_status_t engram_gpu_sms_calibrate(engram_table_t *t, engram_gpu_table_t *
                      .num_rows = (uint32_t)rows,
                      .entries_per_token = p->entries_per_token,
                      .num_tokens = (uint32_t)(rows / p->entries_per_token),
-                     .bad = g->bad,
+                     .bad = engram_gpu_report(g, ENGRAM_RELEASED_NO_REPORT),
                      .speculate = 1, /* as fetches outside graph capture */
                  }};
     int64_t *dev = NULL;

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 #include "engram/gpu/gather.h"
+#include "engram/gpu/released.h"
 #include "engram/internal.h"
 
 typedef struct engram_gpu_remote engram_gpu_remote_t; /* gpu_remote.c */
@@ -29,7 +30,13 @@ typedef struct engram_gpu_table {
     uint64_t peer_stride;
     uint32_t *scales;             /* GPU copy of the replicated scales */
     uint32_t *scales_out;         /* GPU scale slots */
-    engram_gpu_bad_t *bad;        /* host-mapped, [slots][blocks] */
+    /* host-mapped reports, [released.num_reports + 1][sms]: each fetch's
+     * kernel reports into an entry of its own (released.h); the last one
+     * takes what no one reads (graph replays, the cache's load) */
+    engram_gpu_bad_t *bad;
+    uint32_t *slot_report;        /* [slots]: the entry of the slot's fetch; ENGRAM_RELEASED_NO_REPORT: none */
+    void **slot_stream;           /* [slots]: the stream of the slot's fetch */
+    engram_released_t released;   /* fetches ended in stream order (engram_fetch_release_ordered) */
     cudaEvent_t *done;            /* [slots]: recorded after a fetch's last GPU work, unless it signals */
     /* [slots]: the seq a slot's kernel-signalled fetch waits for in every
      * block's report (gather.h); 0 while its completion is the event. */
@@ -55,5 +62,12 @@ typedef struct engram_gpu_table {
     uint64_t dd_cap, dd_rows;
     engram_gpu_hot_t *hot;        /* the hot-row cache; NULL without one */
 } engram_gpu_table_t;
+
+/* Report entry `report`'s blocks (ENGRAM_RELEASED_NO_REPORT: the sink). */
+static inline engram_gpu_bad_t *engram_gpu_report(const engram_gpu_table_t *g, uint32_t report)
+{
+    uint32_t e = report == ENGRAM_RELEASED_NO_REPORT ? g->released.num_reports : report;
+    return g->bad + (size_t)e * (size_t)g->sms;
+}
 
 #endif

@@ -67,18 +67,26 @@ static engram_status_t alloc_cuda(engram_table_t *t, engram_gpu_table_t *g)
         if (ce != cudaSuccess)
             return cuda_error("allocating the scales in GPU memory", ce);
     }
+    engram_status_t st = engram_released_init(&g->released, t->num_slots, ENGRAM_RELEASED_MAX);
+    if (st != ENGRAM_OK)
+        return st;
     /* room for every SM's tally: gpu_sms=auto sets blocks after the span is mapped */
-    ce = cudaHostAlloc((void **)&g->bad, (size_t)t->num_slots * g->sms * sizeof(*g->bad), cudaHostAllocMapped);
+    size_t reports = ((size_t)g->released.num_reports + 1) * (size_t)g->sms * sizeof(*g->bad);
+    ce = cudaHostAlloc((void **)&g->bad, reports, cudaHostAllocMapped);
     if (ce != cudaSuccess)
-        return cuda_error("allocating the bad-index tallies (host-mapped)", ce);
-    memset(g->bad, 0, (size_t)t->num_slots * g->sms * sizeof(*g->bad)); /* no report holds a seq yet */
-    engram_status_t st = g->host_path ? ENGRAM_OK : engram_gpu_dedup_alloc(t, g);
+        return cuda_error("allocating the bad-index reports (host-mapped)", ce);
+    memset(g->bad, 0, reports); /* no report holds a seq yet */
+    st = g->host_path ? ENGRAM_OK : engram_gpu_dedup_alloc(t, g);
     if (st != ENGRAM_OK)
         return st;
     g->done = calloc((size_t)t->num_slots, sizeof(*g->done));
     g->slot_seq = calloc((size_t)t->num_slots, sizeof(*g->slot_seq));
-    if (g->done == NULL || g->slot_seq == NULL)
+    g->slot_report = malloc((size_t)t->num_slots * sizeof(*g->slot_report));
+    g->slot_stream = calloc((size_t)t->num_slots, sizeof(*g->slot_stream));
+    if (g->done == NULL || g->slot_seq == NULL || g->slot_report == NULL || g->slot_stream == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: out of memory for %d events", t->num_slots);
+    for (int s = 0; s < t->num_slots; s++)
+        g->slot_report[s] = ENGRAM_RELEASED_NO_REPORT;
     for (int s = 0; s < t->num_slots; s++) {
         ce = cudaEventCreateWithFlags(&g->done[s], cudaEventDisableTiming);
         if (ce != cudaSuccess)
@@ -269,7 +277,10 @@ static void free_gpu(engram_table_t *t, engram_gpu_table_t *g)
             cudaEventDestroy(g->done[s]);
     free(g->done);
     free(g->slot_seq);
+    free(g->slot_report);
+    free(g->slot_stream);
     cudaFreeHost(g->bad);
+    engram_released_fini(&g->released);
     engram_gpu_dedup_free(g);
     cudaFree(g->scales);
     cudaFree(g->scales_out);

@@ -36,5 +36,18 @@ char *engram_gpu_table_host_rows(const engram_table_t *t);
 engram_status_t engram_gpu_cache_set(engram_table_t *t, const int64_t *rows, uint64_t n);
 /* engram_test for a fetch of a GPU table. */
 engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f);
+/* A GPU fetch's slot is free again (released complete, or a retired
+ * slot reclaimed): its report entry goes back, and the fetches released
+ * in stream order before it in the slot are complete too. */
+void engram_gpu_fetch_end(engram_fetch_slot_t *f);
+/* Folds the fetches released in stream order that are now complete
+ * (their slots free again once their chains are); returns how many are
+ * still running. */
+uint32_t engram_gpu_released_running(engram_table_t *t);
+/* engram_fetch_release_ordered and engram_table_poll_released past their
+ * checks (fetch_release_ordered.c): f and t of recv=CUDA tables. */
+engram_status_t engram_gpu_release_ordered(engram_fetch_slot_t *f, uint64_t cookie);
+engram_status_t engram_gpu_poll_released(engram_table_t *t, engram_fetch_completion_t *out, uint32_t max, int wait,
+                                         uint32_t *n, uint32_t *pending);
 
 #endif

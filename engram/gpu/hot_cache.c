@@ -50,7 +50,7 @@ static engram_status_t load_by_kernel(engram_table_t *t, engram_gpu_table_t *g, 
         .num_rows = (uint32_t)hot->rows,
         .entries_per_token = 1,
         .num_tokens = (uint32_t)hot->rows,
-        .bad = g->bad, /* slot 0's reports: no fetch is in flight; seq 0 leaves theirs alone */
+        .bad = engram_gpu_report(g, ENGRAM_RELEASED_NO_REPORT), /* the sink: no fetch reads it */
     };
     ce = (cudaError_t)engram_gpu_gather_launch(&a, g->blocks, s);
     cudaError_t sync = cudaStreamSynchronize(s);

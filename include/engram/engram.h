@@ -229,6 +229,43 @@ ENGRAM_API engram_status_t engram_fetch_bad_indices(const engram_fetch_t *fetch,
  * a no-op (ENGRAM_OK). */
 ENGRAM_API engram_status_t engram_fetch_release(engram_fetch_t *fetch);
 
+/* The outcome of a fetch ended by engram_fetch_release_ordered. */
+typedef struct engram_fetch_completion {
+    uint64_t cookie;         /* as given to engram_fetch_release_ordered */
+    engram_status_t status;  /* ENGRAM_OK, ENGRAM_ERR_BAD_INDEX (as engram_wait's), or what failed the fetch */
+    uint32_t first_bad_token, first_bad_entry;
+    uint64_t bad_count;      /* out-of-range indices; their rows were zero-filled */
+} engram_fetch_completion_t;
+#define ENGRAM_RELEASED_MAX 1024u /* fetches of a table released in stream order and not yet polled */
+
+/* Ends a fetch of a recv=CUDA table without waiting for it: the handle is
+ * invalid from here, and its outcome (status, bad-index report) comes
+ * later, with `cookie`, from engram_table_poll_released. Its receive slot
+ * may be taken at once by a later engram_fetch_on_stream on the same
+ * stream, which CUDA runs after this fetch and after the work queued on
+ * the stream in between: work reading the rows on that stream is safe,
+ * and work on another stream must be ordered before the fetch stream's
+ * later work by the caller (an event). A fetch on another stream takes the
+ * slot only once the library has seen the fetch complete. Until then the
+ * fetch counts as in flight for engram_write, engram_table_cache_rows and
+ * engram_table_destroy (ENGRAM_ERR_BUSY). A fetch that is already complete,
+ * or was captured into a CUDA graph, is released as by
+ * engram_fetch_release, its outcome still delivered. Refused, the fetch
+ * left as it was: a recv=HOST table or rows that need the host to
+ * complete (gpu_path=host_gather, rows of other nodes through the host
+ * transport: ENGRAM_ERR_UNSUPPORTED); ENGRAM_RELEASED_MAX fetches
+ * released and not yet polled (ENGRAM_ERR_BUSY). Threads: as the table's
+ * other GPU fetch calls (one at a time). */
+ENGRAM_API engram_status_t engram_fetch_release_ordered(engram_fetch_t *fetch, uint64_t cookie);
+/* Up to max completions of fetches ended by engram_fetch_release_ordered
+ * that the library has seen complete, oldest first, into out; *n how many
+ * (out may be NULL when max is 0). wait nonzero: while fetches so released
+ * are still running and none is complete, waits for one (bounded by
+ * timeout_ms: ENGRAM_ERR_TIMEOUT, *n 0). *pending, when not NULL: those
+ * still running after the call. Local. */
+ENGRAM_API engram_status_t engram_table_poll_released(engram_table_t *table, engram_fetch_completion_t *out,
+                                                      uint32_t max, int wait, uint32_t *n, uint32_t *pending);
+
 /* A hot-row cache in this rank's GPU memory (recv=CUDA tables): the rows
  * listed are copied into it, and fetches serve them from there, bit for bit
  * the table's rows and scales; the others take the table's path (host

@@ -216,10 +216,16 @@ class Buffer:
     stream_ordered (recv="cuda"): the hook returns the rows at once, never
     waiting; they are valid in the order of the fetch's stream (work queued
     there after the fetch sees them, as with any kernel's output). The
-    slot is still held while the rows' tensors live, and freed without a
-    wait once they are gone and the GPU is done with it; the one wait left
-    is a fetch that finds all fetch_slots slots taken by fetches the GPU
-    has not finished (it waits for one of those whose tensors are gone).
+    slot is held while the rows' tensors live; once they are gone it
+    serves the next fetch on the same stream at once, before the GPU has
+    run the fetch (CUDA orders the next fetch after it and after the work
+    queued in between, as torch's caching allocator reuses memory), so a
+    loop of fetches on one stream never waits on the host. Work reading
+    the rows on another stream must be ordered before the fetch stream's
+    later work (an event). The one wait left is a fetch that finds every
+    slot taken by tensors still alive, or by fetches still running on
+    another stream (it waits for one of those). Where rows need the host
+    (gpu_path=host_gather), a slot is reused once the GPU is done with it.
     A fetch's error (bad indices: those rows are zero; a failure; a
     timeout) is raised by the first engram_fetch, hook call or
     synchronize() on the buffer after the library has seen the fetch

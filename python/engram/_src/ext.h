@@ -119,7 +119,8 @@ PyObject *eg_group_wrap_borrowed(PyTypeObject *type, engram_group_t *g);
 void eg_group_invalidate(PyObject *obj);
 
 /* tables and fetches (table.c, fetch.c, array.c, stream_order.c) */
-typedef struct eg_pending eg_pending_t; /* stream_order.c */
+typedef struct eg_pending eg_pending_t;   /* stream_order.c */
+typedef struct eg_released eg_released_t; /* stream_order.c */
 typedef struct eg_table {
     PyObject_HEAD
     engram_context_t *ctx;
@@ -146,6 +147,10 @@ typedef struct eg_table {
     int flat;
     eg_pending_t *pending;
     int num_pending, cap_pending;
+    /* fetches the library ended in stream order (engram_fetch_release_ordered),
+     * by cookie: what their kernels read, until the library reports them */
+    eg_released_t *released;
+    int num_released, cap_released, free_released;
     engram_status_t deferred_status; /* ENGRAM_OK: none */
     uint64_t deferred_bad, deferred_more;
     uint32_t deferred_token, deferred_entry;
