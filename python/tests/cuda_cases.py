@@ -291,6 +291,36 @@ def case_stream_hook_timeout_at_synchronize(ctx):
     buf.destroy()
 
 
+def case_stream_hook_slots_reused_in_stream_order(ctx):
+    """40 fetches on one stream behind a sleeping GPU through 4 slots, each
+    one's rows copied on the stream and dropped: every copy bit-exact (a
+    slot is reused only after the work queued before its next fetch), and
+    a fetch on another stream still gets a slot."""
+    buf = stream_buffer(ctx)
+    idx = [ctx.indices() for _ in range(40)]
+    dev = [i.cuda() for i in idx]
+    torch.cuda.synchronize()
+    torch.cuda._sleep(SLEEP_CYCLES)
+    t0 = time.perf_counter()
+    copies = []
+    for d in dev:
+        rows, _ = buf.engram_fetch(d)()
+        copies.append(rows.clone())
+        del rows
+    host_s = time.perf_counter() - t0
+    assert host_s < 0.05, "40 fetches took %.1f ms on the host: they waited for the GPU" % (host_s * 1e3)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        other, _ = buf.engram_fetch(dev[0])()  # waits for a slot that the sleeping stream holds
+        other = other.clone()
+    torch.cuda.synchronize()
+    for i, c in zip(idx, copies):
+        assert torch.equal(c.view(torch.uint8).cpu(), ctx.full_bytes[i].reshape(T, K * H * 2)), "rows mismatch"
+    assert torch.equal(other.view(torch.uint8).cpu(), ctx.full_bytes[idx[0]].reshape(T, K * H * 2))
+    buf.synchronize()
+    buf.destroy()
+
+
 def case_stream_hook_loop_target(ctx):
     """1000 fetch + hook calls on one stream (512 x 24): per call on the
     host (target <= 10 us) and GPU time per fetch against the blocking
