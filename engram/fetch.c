@@ -359,6 +359,8 @@ engram_status_t engram_fetch_buffers(engram_fetch_t *fetch, const void **rows, c
     if (f->table->params.recv != ENGRAM_RECV_CUDA && !f->completed)
         return ENGRAM_ERROR(ENGRAM_ERR_STATE, "engram_fetch_buffers: a recv=HOST fetch's rows are there only "
                                               "after engram_wait (or engram_test) has seen it complete");
+    if (f->table->params.recv == ENGRAM_RECV_CUDA && !f->completed)
+        (void)engram_gpu_fetch_order(f); /* a failure is the fetch's status, refused below */
     if (f->completed && f->status != ENGRAM_OK)
         return ENGRAM_ERROR(f->status, "engram_fetch_buffers: the fetch failed: %s", engram_status_str(f->status));
     if (rows)

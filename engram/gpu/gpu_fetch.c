@@ -269,6 +269,21 @@ void engram_gpu_report_read(const engram_table_t *t, uint32_t report, uint32_t n
     *first_entry = count > 0 ? (uint32_t)(first % t->params.entries_per_token) : 0;
 }
 
+engram_status_t engram_gpu_fetch_order(engram_fetch_slot_t *f)
+{
+    engram_table_t *t = f->table;
+    engram_gpu_table_t *g = t->gpu;
+    int slot = (int)(f - t->slots);
+    if (f->completed || g->launch == NULL || !g->wait_pending[slot])
+        return ENGRAM_OK;
+    engram_status_t st = queue_wait(g, slot);
+    if (st != ENGRAM_OK) {
+        f->completed = true;
+        f->status = st;
+    }
+    return st;
+}
+
 engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
 {
     if (f->completed)
@@ -278,14 +293,9 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
     int slot = (int)(f - t->slots);
     if (g->remote != NULL && engram_gpu_remote_test(f, slot) == ENGRAM_INPROGRESS)
         return ENGRAM_INPROGRESS;
-    if (g->launch != NULL && g->wait_pending[slot]) {
-        engram_status_t st = queue_wait(g, slot);
-        if (st != ENGRAM_OK) {
-            f->completed = true;
-            f->status = st;
-            return st;
-        }
-    }
+    engram_status_t st = engram_gpu_fetch_order(f);
+    if (st != ENGRAM_OK)
+        return st;
     cudaError_t ce = engram_gpu_report_query(g, g->slot_seq[slot], g->slot_report[slot], slot);
     if (ce == cudaErrorNotReady)
         return ENGRAM_INPROGRESS;

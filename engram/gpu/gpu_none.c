@@ -66,6 +66,11 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
     return engram_gpu_table_check(f->table->ctx, &f->table->params);
 }
 
+engram_status_t engram_gpu_fetch_order(engram_fetch_slot_t *f)
+{
+    return engram_gpu_table_check(f->table->ctx, &f->table->params);
+}
+
 void engram_gpu_fetch_end(engram_fetch_slot_t *f)
 {
     (void)f;

@@ -151,7 +151,10 @@ ENGRAM_API engram_status_t engram_fetch(engram_table_t *table, const int64_t *in
  * memory, and the fetch is a kernel on `stream` (a cudaStream_t; NULL = the
  * default stream) that reads this node's rows straight from the mapped
  * shards. Stream-ordered: work queued later on `stream` sees the rows
- * without waiting; engram_test/engram_wait complete it on the host and
+ * without waiting (with a GPU-initiated transport, work queued after the
+ * first engram_test, engram_wait or engram_fetch_buffers, which queues
+ * the wait for the gets: work queued before it overlaps them);
+ * engram_test/engram_wait complete it on the host and
  * return GPU pointers (rows, scales) and the bad-index report as for
  * engram_fetch. The kernel occupies gpu_sms SMs (config; 0 = all; auto,
  * the default: the fewest reaching 0.9 of the all-SM rate, timed when the
@@ -207,7 +210,9 @@ ENGRAM_API engram_status_t engram_wait(engram_fetch_t *fetch, const void **rows,
  * without waiting or touching the host's view of its completion, so it may
  * be called while `stream` is being captured into a CUDA graph. recv=CUDA:
  * the pointers are for stream-ordered use, work queued on the fetch's
- * stream after engram_fetch_on_stream sees the rows. recv=HOST: only once
+ * stream after this call sees the rows (with a GPU-initiated transport
+ * this call queues the wait for the fetch's gets, as the first
+ * engram_test does, if none has yet). recv=HOST: only once
  * engram_test/engram_wait has seen the fetch complete (ENGRAM_ERR_STATE
  * before). The pointers stay valid until engram_fetch_release; no
  * bad-index report (engram_wait gives it). Either out-parameter may be
