@@ -194,11 +194,13 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
     /* Outside capture, a slot released in stream order on this stream is
      * taken at once (CUDA orders this fetch after it); under capture only
      * a free one (a graph's replays may run after later fetches). */
-    if (g->released.pending > 0 && capture == cudaStreamCaptureStatusNone)
-        (void)engram_gpu_released_running(t);
     engram_fetch_slot_t *f = engram_fetch_begin(t, 0, t->ctx->num_queues, num_tokens, flags);
     if (f == NULL && capture == cudaStreamCaptureStatusNone)
         f = engram_gpu_take_ordered(t, stream, num_tokens, flags);
+    if (f == NULL && g->released.pending > 0 && capture == cudaStreamCaptureStatusNone) { /* slots of other streams' complete fetches */
+        (void)engram_gpu_released_running(t);
+        f = engram_fetch_begin(t, 0, t->ctx->num_queues, num_tokens, flags);
+    }
     if (f == NULL) {
         int ordered = engram_gpu_slots_ordered(t);
         if (ordered == 0)
@@ -238,14 +240,15 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
  * recorded or not), says so. A slot's event may have been recorded again
  * by a later fetch on the same stream (released in stream order): done
  * then still means this one is. */
-cudaError_t engram_gpu_report_query(const engram_gpu_table_t *g, uint64_t seq, uint32_t report, int slot)
+cudaError_t engram_gpu_report_query(const engram_gpu_table_t *g, uint64_t seq, uint32_t report, int slot,
+                                    bool errors)
 {
     if (seq == 0)
         return cudaEventQuery(g->done[slot]);
     const engram_gpu_bad_t *r = engram_gpu_report(g, report);
     for (int b = 0; b < g->blocks; b++)
         if (__atomic_load_n(&r[b].seq, __ATOMIC_ACQUIRE) != seq) {
-            cudaError_t ce = cudaEventQuery(g->done[slot]);
+            cudaError_t ce = errors ? cudaEventQuery(g->done[slot]) : cudaSuccess;
             return ce == cudaSuccess ? cudaErrorNotReady : ce;
         }
     return cudaSuccess;
@@ -296,7 +299,7 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
     engram_status_t st = engram_gpu_fetch_order(f);
     if (st != ENGRAM_OK)
         return st;
-    cudaError_t ce = engram_gpu_report_query(g, g->slot_seq[slot], g->slot_report[slot], slot);
+    cudaError_t ce = engram_gpu_report_query(g, g->slot_seq[slot], g->slot_report[slot], slot, true);
     if (ce == cudaErrorNotReady)
         return ENGRAM_INPROGRESS;
     if (ce == cudaSuccess && g->host != NULL) {

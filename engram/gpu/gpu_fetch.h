@@ -6,8 +6,10 @@
 
 /* cudaSuccess once the fetch that reports into entry `report` is complete
  * (seq nonzero: every block of the report stored seq; 0: the slot's event
- * is done), cudaErrorNotReady before, or the error that stopped it. */
-cudaError_t engram_gpu_report_query(const engram_gpu_table_t *g, uint64_t seq, uint32_t report, int slot);
+ * is done), cudaErrorNotReady before, or the error that stopped it (for a
+ * signalling kernel only when `errors`: CUDA is asked then). */
+cudaError_t engram_gpu_report_query(const engram_gpu_table_t *g, uint64_t seq, uint32_t report, int slot,
+                                    bool errors);
 /* A complete fetch's bad-index report (count, first (token, entry)) and
  * cache hits, from its report entry's blocks. */
 void engram_gpu_report_read(const engram_table_t *t, uint32_t report, uint32_t num_tokens, uint64_t *bad_count,

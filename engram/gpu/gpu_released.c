@@ -12,15 +12,22 @@
 #include "engram/plugin/deadline.h"
 #include "hal/log.h"
 
+typedef struct reap_ctx {
+    engram_table_t *t;
+    bool errors; /* also ask CUDA for a fault of a signalling kernel (a call per incomplete fetch) */
+} reap_ctx_t;
+
 /* Folds a complete record's outcome from its report entry (and into the
  * table's counters). */
 static bool rec_test(void *ctx, engram_released_rec_t *rec, bool known_complete)
 {
-    engram_table_t *t = ctx;
+    const reap_ctx_t *rc = ctx;
+    engram_table_t *t = rc->t;
     engram_gpu_table_t *g = t->gpu;
     if (rec->settled)
         return true;
-    cudaError_t ce = known_complete ? cudaSuccess : engram_gpu_report_query(g, rec->seq, rec->report, rec->slot);
+    cudaError_t ce = known_complete ? cudaSuccess
+                                    : engram_gpu_report_query(g, rec->seq, rec->report, rec->slot, rc->errors);
     if (ce == cudaErrorNotReady)
         return false;
     engram_fetch_completion_t *out = &rec->out;
@@ -42,24 +49,32 @@ static bool rec_test(void *ctx, engram_released_rec_t *rec, bool known_complete)
 
 /* Folds slot s's complete records; the fetches folded no longer count as
  * in flight, and an ORDERED slot whose chain emptied is free. */
-static void reap_slot(engram_table_t *t, int s, bool all_complete)
+static void reap_slot(engram_table_t *t, int s, bool all_complete, bool errors)
 {
     engram_gpu_table_t *g = t->gpu;
     engram_released_t *r = &g->released;
     uint32_t before = r->pending;
-    bool empty = engram_released_reap_slot(r, s, all_complete, rec_test, t);
+    reap_ctx_t rc = {.t = t, .errors = errors};
+    bool empty = engram_released_reap_slot(r, s, all_complete, rec_test, &rc);
     t->fetches_in_flight -= (int)(before - r->pending);
     if (empty && atomic_load(&t->slots[s].state) == ENGRAM_SLOT_ORDERED)
         atomic_store(&t->slots[s].state, ENGRAM_SLOT_FREE);
 }
 
-uint32_t engram_gpu_released_running(engram_table_t *t)
+/* errors: see reap_ctx_t; a poll that waits asks, so a faulted kernel
+ * ends the wait instead of running out its timeout. */
+static uint32_t reap_all(engram_table_t *t, bool errors)
 {
     const engram_gpu_table_t *g = t->gpu;
     for (int s = 0; g->released.pending > 0 && s < t->num_slots; s++)
         if (!engram_released_chain_empty(&g->released, s))
-            reap_slot(t, s, false);
+            reap_slot(t, s, false, errors);
     return g->released.pending;
+}
+
+uint32_t engram_gpu_released_running(engram_table_t *t)
+{
+    return reap_all(t, true);
 }
 
 void engram_gpu_fetch_end(engram_fetch_slot_t *f)
@@ -69,7 +84,7 @@ void engram_gpu_fetch_end(engram_fetch_slot_t *f)
     int slot = (int)(f - t->slots);
     engram_released_put_report(&g->released, g->slot_report[slot]);
     g->slot_report[slot] = ENGRAM_RELEASED_NO_REPORT;
-    reap_slot(t, slot, true); /* they ran before this fetch on its stream */
+    reap_slot(t, slot, true, false); /* they ran before this fetch on its stream */
 }
 
 engram_fetch_slot_t *engram_gpu_take_ordered(engram_table_t *t, void *stream, uint32_t num_tokens, unsigned flags)
@@ -106,8 +121,11 @@ engram_status_t engram_gpu_release_ordered(engram_fetch_slot_t *f, uint64_t cook
                             "before the slot is reused; use engram_fetch_release",
                             g->host != NULL ? "come by gpu_path=host_gather" : "of other nodes come through the host "
                                                                               "transport");
-    /* never waits; queues what the stream still needs (a launcher's wait) */
-    engram_status_t st = engram_gpu_fetch_test(f);
+    /* queues what the stream still needs (a launcher's wait); its outcome
+     * is the reaping's, unless the caller has already seen it */
+    engram_status_t st = engram_gpu_fetch_order(f);
+    if (st == ENGRAM_OK)
+        st = f->completed ? f->status : ENGRAM_INPROGRESS;
     engram_released_t *r = &g->released;
     engram_status_t added = engram_released_add(r, slot, g->slot_stream[slot], cookie, g->slot_seq[slot],
                                                 g->slot_report[slot], f->num_tokens);
@@ -135,7 +153,7 @@ engram_status_t engram_gpu_release_ordered(engram_fetch_slot_t *f, uint64_t cook
     }
     engram_released_put_report(r, rec->report);
     rec->report = ENGRAM_RELEASED_NO_REPORT;
-    reap_slot(t, slot, true); /* complete: so is every fetch before it in the slot */
+    reap_slot(t, slot, true, false); /* complete: so is every fetch before it in the slot */
     atomic_store(&f->state, ENGRAM_SLOT_FREE);
     return ENGRAM_OK;
 }
@@ -148,7 +166,7 @@ engram_status_t engram_gpu_poll_released(engram_table_t *t, engram_fetch_complet
     engram_deadline_t deadline = engram_deadline_start(t->ctx->cfg.timeout_ms);
     int64_t t0 = 0;
     for (unsigned spins = 0;;) {
-        (void)engram_gpu_released_running(t);
+        (void)reap_all(t, wait != 0);
         if (!wait || r->done > 0 || r->pending == 0 || max == 0)
             break;
         if (t0 == 0)
