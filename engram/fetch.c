@@ -408,12 +408,8 @@ engram_status_t engram_fetch_release(engram_fetch_t *fetch)
                             "released, and its receive slot is retired until they complete or the table is "
                             "destroyed");
     }
-    if (f->status == ENGRAM_OK) {
-        atomic_fetch_add_explicit(&t->stat_bytes, (uint64_t)f->num_tokens * t->params.entries_per_token *
-                                                      t->params.row_bytes, memory_order_relaxed);
-        atomic_fetch_add_explicit(&t->stat_bad_rows, f->bad_count, memory_order_relaxed);
-        atomic_fetch_add_explicit(&t->stat_cache_hits, f->cache_hits, memory_order_relaxed);
-    }
+    if (f->status == ENGRAM_OK)
+        engram_table_count_done(t, f->num_tokens, f->bad_count, f->cache_hits);
     if (t->params.recv == ENGRAM_RECV_CUDA)
         engram_gpu_fetch_end(f);
     atomic_store(&f->state, ENGRAM_SLOT_FREE); /* last: the slot is someone else's from here */

@@ -196,6 +196,17 @@ static inline void engram_rows_to_stride(char *dst, uint64_t stride, const void 
         memcpy(dst + i * stride, (const char *)src + i * row_bytes, row_bytes);
 }
 
+/* engram_table_stats' counters for a fetch of num_tokens that completed
+ * with bad_rows out-of-range indices and cache_hits rows from the cache. */
+static inline void engram_table_count_done(engram_table_t *t, uint32_t num_tokens, uint64_t bad_rows,
+                                           uint64_t cache_hits)
+{
+    atomic_fetch_add_explicit(&t->stat_bytes, (uint64_t)num_tokens * t->params.entries_per_token * t->params.row_bytes,
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->stat_bad_rows, bad_rows, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->stat_cache_hits, cache_hits, memory_order_relaxed);
+}
+
 /* Bytes between stored rows: row_bytes rounded up to ENGRAM_ROW_ALIGN. */
 static inline uint64_t engram_row_stride(uint32_t row_bytes)
 {

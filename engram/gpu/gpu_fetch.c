@@ -197,7 +197,8 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
     engram_fetch_slot_t *f = engram_fetch_begin(t, 0, t->ctx->num_queues, num_tokens, flags);
     if (f == NULL && capture == cudaStreamCaptureStatusNone)
         f = engram_gpu_take_ordered(t, stream, num_tokens, flags);
-    if (f == NULL && g->released.pending > 0 && capture == cudaStreamCaptureStatusNone) { /* slots of other streams' complete fetches */
+    /* then slots of other streams' fetches seen complete now */
+    if (f == NULL && g->released.pending > 0 && capture == cudaStreamCaptureStatusNone) {
         (void)engram_gpu_released_running(t);
         f = engram_fetch_begin(t, 0, t->ctx->num_queues, num_tokens, flags);
     }

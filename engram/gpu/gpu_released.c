@@ -40,10 +40,7 @@ static bool rec_test(void *ctx, engram_released_rec_t *rec, bool known_complete)
     engram_gpu_report_read(t, rec->report, rec->num_tokens, &out->bad_count, &out->first_bad_token,
                            &out->first_bad_entry, &hits);
     out->status = out->bad_count > 0 ? ENGRAM_ERR_BAD_INDEX : ENGRAM_OK;
-    atomic_fetch_add_explicit(&t->stat_bytes, (uint64_t)rec->num_tokens * t->params.entries_per_token *
-                                                  t->params.row_bytes, memory_order_relaxed);
-    atomic_fetch_add_explicit(&t->stat_bad_rows, out->bad_count, memory_order_relaxed);
-    atomic_fetch_add_explicit(&t->stat_cache_hits, hits, memory_order_relaxed);
+    engram_table_count_done(t, rec->num_tokens, out->bad_count, hits);
     return true;
 }
 
@@ -145,12 +142,8 @@ engram_status_t engram_gpu_release_ordered(engram_fetch_slot_t *f, uint64_t cook
     rec->out.first_bad_entry = f->bad_count ? f->first_bad_entry : 0;
     if (st == ENGRAM_OK && f->bad_count > 0)
         rec->out.status = ENGRAM_ERR_BAD_INDEX;
-    if (st == ENGRAM_OK) {
-        atomic_fetch_add_explicit(&t->stat_bytes, (uint64_t)f->num_tokens * t->params.entries_per_token *
-                                                      t->params.row_bytes, memory_order_relaxed);
-        atomic_fetch_add_explicit(&t->stat_bad_rows, f->bad_count, memory_order_relaxed);
-        atomic_fetch_add_explicit(&t->stat_cache_hits, f->cache_hits, memory_order_relaxed);
-    }
+    if (st == ENGRAM_OK)
+        engram_table_count_done(t, f->num_tokens, f->bad_count, f->cache_hits);
     engram_released_put_report(r, rec->report);
     rec->report = ENGRAM_RELEASED_NO_REPORT;
     reap_slot(t, slot, true, false); /* complete: so is every fetch before it in the slot */
