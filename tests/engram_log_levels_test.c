@@ -107,7 +107,7 @@ static void busy_collectives(harness_t *h)
     CHECK_STATUS(engram_context_destroy(h->ctx), ENGRAM_ERR_BUSY);
     check_no_error_line(holder ? "write/destroy with a fetch in flight" : "write/destroy while a peer holds a fetch");
     if (holder) {
-        CHECK(logged(ENGRAM_LOG_LEVEL_DEBUG, "engram_table_destroy: 1 fetches not released"));
+        CHECK(logged(ENGRAM_LOG_LEVEL_DEBUG, "engram_table_destroy: 1 fetches of this table are in flight"));
     } else {
         CHECK(logged(ENGRAM_LOG_LEVEL_DEBUG, "rank 0 failed to"));
     }
