@@ -10,7 +10,8 @@
  *     table's destroy otherwise; nothing leaks;
  *   - engram_fetch_buffers of a recv=HOST fetch: ENGRAM_ERR_STATE (its
  *     out-parameters untouched) until a test has seen it complete, then
- *     the pointers engram_wait gives. */
+ *     the pointers engram_wait gives; engram_fetch_release_ordered of it
+ *     is refused and engram_table_poll_released has nothing to report. */
 #include <string.h>
 #include <time.h>
 
@@ -66,6 +67,8 @@ static void check_refused(engram_fetch_t *stale)
     CHECK(rows == &count && strstr(engram_last_error(), "engram_fetch_buffers: ") != NULL);
     CHECK_STATUS(engram_fetch_bad_indices(stale, &count, NULL, NULL), ENGRAM_ERR_INVALID);
     CHECK(count == 7);
+    CHECK_STATUS(engram_fetch_release_ordered(stale, 1), ENGRAM_ERR_INVALID);
+    CHECK(strstr(engram_last_error(), "engram_fetch_release_ordered: ") != NULL);
     CHECK_STATUS(engram_fetch_release(stale), ENGRAM_ERR_INVALID);
     CHECK(strstr(engram_last_error(), "engram_fetch_release: not a fetch in flight") != NULL);
 }
@@ -129,6 +132,17 @@ static void check_buffers_host(engram_context_t *ctx) /* fetch_slots = 2, one qu
     CHECK(rows == wrows && sf == wsf && sf != NULL);
     CHECK_OK(engram_fetch_buffers(f, NULL, NULL)); /* NULL out-parameters: allowed */
     check_rows(f, 0);
+    /* host rows are there only once a wait saw them: no release in stream order */
+    CHECK_STATUS(engram_fetch_release_ordered(f, 1), ENGRAM_ERR_UNSUPPORTED);
+    CHECK(strstr(engram_last_error(), "use engram_fetch_release") != NULL);
+    uint32_t n = 9, pending = 9;
+    engram_fetch_completion_t c;
+    CHECK_OK(engram_table_poll_released(t, &c, 1, 1, &n, &pending)); /* nothing to wait for */
+    CHECK(n == 0 && pending == 0);
+    CHECK_OK(engram_table_poll_released(t, NULL, 0, 0, &n, NULL));
+    CHECK_STATUS(engram_table_poll_released(t, NULL, 1, 0, &n, NULL), ENGRAM_ERR_INVALID);
+    CHECK_STATUS(engram_table_poll_released(t, &c, 1, 0, NULL, NULL), ENGRAM_ERR_INVALID);
+    CHECK_STATUS(engram_table_poll_released(NULL, &c, 1, 0, &n, NULL), ENGRAM_ERR_INVALID);
     CHECK_OK(engram_fetch_release(f));
     CHECK_STATUS(engram_fetch_buffers(f, &rows, NULL), ENGRAM_ERR_INVALID);
     CHECK_STATUS(engram_fetch_buffers(NULL, &rows, NULL), ENGRAM_ERR_INVALID);
