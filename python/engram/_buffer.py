@@ -38,6 +38,27 @@ def _torch():
     return sys.modules.get("torch")
 
 
+def _torch_c(torch, name):
+    """torch._C's function `name`, or None where this torch lacks it (a
+    build without CUDA has placeholder classes there)."""
+    fn = getattr(torch._C, name, None)
+    return None if fn is None or isinstance(fn, type) else fn
+
+
+def _cuda_device(torch):
+    """torch.cuda.current_device() without its Python layers (a few us a
+    call, several of them per fetch); CUDA is initialized by then."""
+    get = _torch_c(torch, "_cuda_getDevice")
+    return get() if get is not None else torch.cuda.current_device()
+
+
+def _cuda_stream(torch):
+    """torch.cuda.current_stream().cuda_stream without building the
+    Stream object (7 us a call on torch 2.11)."""
+    raw = _torch_c(torch, "_cuda_getCurrentRawStream")
+    return raw(_cuda_device(torch)) if raw is not None else torch.cuda.current_stream().cuda_stream
+
+
 def _is_torch_tensor(x):
     t = _torch()
     return t is not None and isinstance(x, t.Tensor)
@@ -169,7 +190,7 @@ class Hook:
         self._device = device  # recv='cuda': the buffer's CUDA device, current while the library waits
 
     def __call__(self) -> Tuple[Any, Optional[Any]]:
-        if self._device is not None and _torch().cuda.current_device() != self._device:
+        if self._device is not None and _cuda_device(_torch()) != self._device:
             with _torch().cuda.device(self._device):
                 return self()
         conv = self._conv
@@ -187,7 +208,7 @@ class Hook:
         engram.TimeoutError: the fetch's gets had not completed within
         timeout_ms; it is released all the same, and its receive slot is
         retired until they complete (or the buffer is destroyed)."""
-        if self._device is not None and _torch().cuda.current_device() != self._device:
+        if self._device is not None and _cuda_device(_torch()) != self._device:
             with _torch().cuda.device(self._device):
                 return self._fetch.release()
         self._fetch.release()
@@ -299,7 +320,7 @@ class Buffer:
         """torch.cuda.device(self.device) where a recv='cuda' buffer's device is not the current one (the
         library allocates, launches and waits on the current device), else a context that does nothing."""
         d = self._cuda_device
-        if d is None or _torch().cuda.current_device() == d:
+        if d is None or _cuda_device(_torch()) == d:
             return contextlib.nullcontext()
         return _torch().cuda.device(d)
 
@@ -393,7 +414,7 @@ class Buffer:
         stride 1 and a column stride of num_tokens rounded up to 4."""
         num_qps = check_int("num_qps", num_qps, 0, I32)
         torch = _torch()
-        if self._cuda_device is not None and torch.cuda.current_device() != self._cuda_device:
+        if self._cuda_device is not None and _cuda_device(torch) != self._cuda_device:
             with torch.cuda.device(self._cuda_device):  # the buffer's device, as for every call on it
                 return self.engram_fetch(indices, num_qps, use_tma_aligned_col_major_sf, stream=stream)
         captured, other_stream = False, stream is not None
@@ -402,7 +423,7 @@ class Buffer:
         if other_stream and self.recv == "cuda" and torch is not None:
             # stream= naming the current stream is no other stream: no handshake, and none queued between two
             # fetches' kernels (an event pair there costs the fetch its SMs beside a GEMM: gpu_fetch.c)
-            other_stream = stream != torch.cuda.current_stream().cuda_stream
+            other_stream = stream != _cuda_stream(torch)
         if (torch is not None and type(indices) is torch.Tensor and indices.dim() == 2 and not other_stream
                 and indices.dtype in (torch.int64, torch.int32) and (indices.is_cpu or indices.is_cuda)
                 and indices.layout is torch.strided and indices.is_contiguous()):
@@ -527,7 +548,7 @@ class Buffer:
                                            "(a cudaStream_t as an int; 0 = the default stream)")
             return indices, int(stream), False
         if stream is None:
-            handle = torch.cuda.current_stream().cuda_stream
+            handle = _cuda_stream(torch)
             captured = torch.cuda.is_current_stream_capturing()
         else:
             sdev = getattr(stream, "device", None)
@@ -561,7 +582,7 @@ class Buffer:
         """Whether `stream` (the fetch's, a torch stream or a cudaStream_t) is
         being captured into a CUDA graph: torch answers for the current stream
         only, so the fetch's is made current while it does."""
-        if handle == torch.cuda.current_stream().cuda_stream:
+        if handle == _cuda_stream(torch):
             return torch.cuda.is_current_stream_capturing()
         if not hasattr(stream, "cuda_stream"):
             if handle == 0:
