@@ -21,6 +21,7 @@ from ._args import I32, I64, U32, check_int
 from ._convert import converters
 from ._dtypes import row_type
 from ._engram import BadIndexError, Error, InvalidArgumentError, StateError
+from ._torch_cuda import torch_cuda
 
 logger = logging.getLogger("engram")
 
@@ -36,27 +37,6 @@ def _row_bytes(hidden, rt):
 
 def _torch():
     return sys.modules.get("torch")
-
-
-def _torch_c(torch, name):
-    """torch._C's function `name`, or None where this torch lacks it (a
-    build without CUDA has placeholder classes there)."""
-    fn = getattr(torch._C, name, None)
-    return None if fn is None or isinstance(fn, type) else fn
-
-
-def _cuda_device(torch):
-    """torch.cuda.current_device() without its Python layers (a few us a
-    call, several of them per fetch); CUDA is initialized by then."""
-    get = _torch_c(torch, "_cuda_getDevice")
-    return get() if get is not None else torch.cuda.current_device()
-
-
-def _cuda_stream(torch):
-    """torch.cuda.current_stream().cuda_stream without building the
-    Stream object (7 us a call on torch 2.11)."""
-    raw = _torch_c(torch, "_cuda_getCurrentRawStream")
-    return raw(_cuda_device(torch)) if raw is not None else torch.cuda.current_stream().cuda_stream
 
 
 def _is_torch_tensor(x):
@@ -164,58 +144,13 @@ def _ranks(rs):
     return ", ".join(out)
 
 
-class Hook:
-    """What engram_fetch returns: call it once to wait for the rows.
+Hook = _engram.Hook  # in C: it runs once per fetch (hook.c)
 
-    ``rows, sf = hook()`` waits (the GIL released) and returns zero-copy views
-    of the receive slot: ``rows`` [num_tokens, num_entries_per_token * hidden]
-    and ``sf`` [num_tokens, num_entries_per_token * num_sf_packs] int32 (None
-    without scales). On a buffer made with stream_ordered=True the hook does
-    not wait: the rows are valid for work queued on the fetch's stream after
-    it (see Buffer). A call that raises without handing out rows (Ctrl-C,
-    engram.TimeoutError, engram.PeerError, ...) may be repeated: it waits
-    again while the fetch is in flight, and raises the fetch's error again
-    once the library has ended it. Once rows were handed out (also inside a
-    BadIndexError) a further call is a StateError. The slot is released when
-    the hook and every view of it are gone, or by ``release()`` once no view
-    is left. Out-of-range indices raise engram.BadIndexError, whose
-    ``rows``/``sf`` hold the (zero-filled for those rows) result.
-    """
 
-    __slots__ = ("_fetch", "_conv", "_device")
-
-    def __init__(self, fetch, conv, device=None):
-        self._fetch = fetch
-        self._conv = conv
-        self._device = device  # recv='cuda': the buffer's CUDA device, current while the library waits
-
-    def __call__(self) -> Tuple[Any, Optional[Any]]:
-        if self._device is not None and _cuda_device(_torch()) != self._device:
-            with _torch().cuda.device(self._device):
-                return self()
-        conv = self._conv
-        try:
-            rows, sf = self._fetch.wait_capsules() if conv.capsules else self._fetch.wait()
-        except BadIndexError as e:
-            # an earlier stream-ordered fetch's error carries no rows (its views were the caller's)
-            e.rows = None if e.rows is None else conv.array_rows(e.rows)
-            e.sf = None if e.sf is None else conv.array_sf(e.sf)
-            raise
-        return conv.rows(rows), (None if sf is None else conv.sf(sf))
-
-    def release(self) -> None:
-        """Frees the receive slot now (BusyError while tensors still view it).
-        engram.TimeoutError: the fetch's gets had not completed within
-        timeout_ms; it is released all the same, and its receive slot is
-        retired until they complete (or the buffer is destroyed)."""
-        if self._device is not None and _cuda_device(_torch()) != self._device:
-            with _torch().cuda.device(self._device):
-                return self._fetch.release()
-        self._fetch.release()
-
-    @property
-    def released(self) -> bool:
-        return self._fetch.released
+def _call_on_device(device, fn):
+    """fn() with the CUDA device `device` current (a hook called while another device is)."""
+    with _torch().cuda.device(device):
+        return fn()
 
 
 class Buffer:
@@ -315,12 +250,17 @@ class Buffer:
                                         num_sf_packs, _RECV[recv], cfg, self._rt.dl_code, self._rt.dl_bits, hidden,
                                         device, stream_ordered=stream_ordered, flat=_flat)
         self._conv = {}
+        self._fast = cuda  # engram_fetch's short way (Table._fetch_fast), with torch's CUDA
+        if cuda:
+            tc = torch_cuda()
+            self._table._set_torch(tc.tensor, tc.int64, tc.strided, tc.device, tc.stream, tc.capturing,
+                                   converters(torch.empty(0), self._rt), _call_on_device)
 
     def _on_device(self):
         """torch.cuda.device(self.device) where a recv='cuda' buffer's device is not the current one (the
         library allocates, launches and waits on the current device), else a context that does nothing."""
         d = self._cuda_device
-        if d is None or _cuda_device(_torch()) == d:
+        if d is None or torch_cuda().device() == d:
             return contextlib.nullcontext()
         return _torch().cuda.device(d)
 
@@ -412,9 +352,15 @@ class Buffer:
         Indices captured must be CUDA tensors. num_qps: spread over that many queues (0 = all; host fetches).
         use_tma_aligned_col_major_sf: scales column-major with the token
         stride 1 and a column stride of num_tokens rounded up to 4."""
+        if (self._fast and stream is None and type(num_qps) is int and num_qps == 0
+                and use_tma_aligned_col_major_sf is False):
+            # the common recv='cuda' call, asked of torch in C (Table._fetch_fast); None: not that call
+            hook = self._table._fetch_fast(indices)
+            if hook is not None:
+                return hook
         num_qps = check_int("num_qps", num_qps, 0, I32)
         torch = _torch()
-        if self._cuda_device is not None and _cuda_device(torch) != self._cuda_device:
+        if self._cuda_device is not None and torch_cuda().device() != self._cuda_device:
             with torch.cuda.device(self._cuda_device):  # the buffer's device, as for every call on it
                 return self.engram_fetch(indices, num_qps, use_tma_aligned_col_major_sf, stream=stream)
         captured, other_stream = False, stream is not None
@@ -423,7 +369,7 @@ class Buffer:
         if other_stream and self.recv == "cuda" and torch is not None:
             # stream= naming the current stream is no other stream: no handshake, and none queued between two
             # fetches' kernels (an event pair there costs the fetch its SMs beside a GEMM: gpu_fetch.c)
-            other_stream = stream != _cuda_stream(torch)
+            other_stream = stream != torch_cuda().stream(self.device)
         if (torch is not None and type(indices) is torch.Tensor and indices.dim() == 2 and not other_stream
                 and indices.dtype in (torch.int64, torch.int32) and (indices.is_cpu or indices.is_cuda)
                 and indices.layout is torch.strided and indices.is_contiguous()):
@@ -548,8 +494,8 @@ class Buffer:
                                            "(a cudaStream_t as an int; 0 = the default stream)")
             return indices, int(stream), False
         if stream is None:
-            handle = _cuda_stream(torch)
-            captured = torch.cuda.is_current_stream_capturing()
+            handle = torch_cuda().stream(self.device)
+            captured = torch_cuda().capturing()
         else:
             sdev = getattr(stream, "device", None)
             if getattr(sdev, "type", None) == "cuda" and sdev.index is not None and sdev.index != self.device:
@@ -582,11 +528,12 @@ class Buffer:
         """Whether `stream` (the fetch's, a torch stream or a cudaStream_t) is
         being captured into a CUDA graph: torch answers for the current stream
         only, so the fetch's is made current while it does."""
-        if handle == _cuda_stream(torch):
-            return torch.cuda.is_current_stream_capturing()
+        cuda = torch_cuda()
+        if handle == cuda.stream(cuda.device()):
+            return cuda.capturing()
         if not hasattr(stream, "cuda_stream"):
             if handle == 0:
                 return False  # the legacy default stream is never captured
             stream = torch.cuda.ExternalStream(handle)
         with torch.cuda.stream(stream):
-            return torch.cuda.is_current_stream_capturing()
+            return torch_cuda().capturing()

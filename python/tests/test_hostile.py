@@ -280,7 +280,8 @@ class _FakeCuda:
 
 
 class _FakeTable:
-    """The extension's Table, recording the current (fake) device of each call."""
+    """The extension's Table, recording the current (fake) device of each call
+    (its fetches take the general path: no torch fast path to a fake GPU)."""
     calls = []
 
     def __init__(self, *args, **kwargs):
@@ -300,12 +301,19 @@ class _FakeTable:
         self.calls.append(("destroy", self.cuda.current))
         self.destroyed = True
 
+    def _set_torch(self, *args):
+        pass
+
+    def _fetch_fast(self, indices):
+        return None
+
 
 @pytest.fixture
 def fake_gpus(monkeypatch):
     cuda = _FakeCuda(monkeypatch)
     _FakeTable.cuda, _FakeTable.calls = cuda, []
     monkeypatch.setattr(engram._buffer._engram, "Table", _FakeTable)
+    monkeypatch.setattr(engram._buffer, "Hook", lambda fetch, conv, device: fetch)  # the extension's, on a Fetch
     return cuda
 
 

@@ -121,6 +121,18 @@ void eg_group_invalidate(PyObject *obj);
 /* tables and fetches (table.c, fetch.c, array.c, stream_order.c) */
 typedef struct eg_pending eg_pending_t;   /* stream_order.c */
 typedef struct eg_released eg_released_t; /* stream_order.c */
+/* torch's CUDA entry points a recv='cuda' table's short fetch path asks
+ * (Table._set_torch, from engram.Buffer; all NULL until then) */
+typedef struct eg_torch {
+    PyObject *tensor;     /* torch.Tensor: the exact type the short path takes */
+    PyObject *int64, *strided;
+    PyObject *device;     /* () -> the current device's index */
+    PyObject *stream;     /* (device) -> its current stream, a cudaStream_t as an int */
+    PyObject *capturing;  /* () -> whether the current stream is capturing a CUDA graph */
+    PyObject *conv;       /* the torch Converter (_convert.py) the hooks of torch indices use */
+    PyObject *on_device;  /* (device, fn) -> fn() with that device current */
+} eg_torch_t;
+
 typedef struct eg_table {
     PyObject_HEAD
     engram_context_t *ctx;
@@ -155,6 +167,7 @@ typedef struct eg_table {
     uint64_t deferred_bad, deferred_more;
     uint32_t deferred_token, deferred_entry;
     char deferred_message[1024];
+    eg_torch_t torch;
 } eg_table_t;
 extern PyTypeObject eg_TableType;
 /* _config_values(config, keys): the effective value of each key (text) for a config dict (table.c). */
@@ -195,6 +208,22 @@ PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_
  * private, as it reads whatever address it is given; engram.Buffer passes
  * only a dense CPU or CUDA tensor's). */
 PyObject *eg_fetch_issue_ptr(eg_table_t *t, PyObject *args);
+/* The same from the parsed attributes (keep: the tensor they are of). */
+PyObject *eg_fetch_issue_addr(eg_table_t *t, const void *data, long long rows, long long cols, int bits,
+                              int device_type, int num_qps, int col_major, int captured, PyObject *stream,
+                              PyObject *keep);
+/* The hook's wait: (rows, sf) as Arrays or (as_capsules) capsules (fetch.c). */
+PyObject *eg_fetch_wait_views(eg_fetch_t *self, int as_capsules);
+
+/* engram.Hook (hook.c): a fetch, the converter its views take, and the
+ * CUDA device current while it waits (-1: none). */
+extern PyTypeObject eg_HookType;
+PyObject *eg_hook_new(eg_fetch_t *fetch, PyObject *conv, int device);
+/* Table._fetch_fast(indices) (fetch_fast.c): the Hook of the common
+ * recv='cuda' fetch, or None when the call is not that one. */
+PyObject *eg_fetch_fast(PyObject *self, PyObject *indices);
+PyObject *eg_table_set_torch(PyObject *self, PyObject *args);
+void eg_torch_clear(eg_torch_t *tc);
 
 /* stream_order.c (GIL held): tracks fx, whose rows the hook handed out
  * before the library saw it complete (0, or -1 with MemoryError); hands a

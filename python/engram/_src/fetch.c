@@ -226,19 +226,14 @@ PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_
     return (PyObject *)f;
 }
 
-PyObject *eg_fetch_issue_ptr(eg_table_t *t, PyObject *args)
+PyObject *eg_fetch_issue_addr(eg_table_t *t, const void *data, long long rows, long long cols, int bits,
+                              int device_type, int num_qps, int col_major, int captured, PyObject *stream,
+                              PyObject *keep)
 {
-    unsigned long long ptr;
-    long long rows, cols;
-    int bits, device_type, num_qps, col_major, captured;
-    PyObject *stream, *keep;
-    if (!PyArg_ParseTuple(args, "KLLiiippOO", &ptr, &rows, &cols, &bits, &device_type, &num_qps, &col_major,
-                          &captured, &stream, &keep))
-        return NULL;
     if (rows < 0 || cols < 0)
         return eg_raise(eg_InvalidArgumentError, "engram_fetch: negative dimensions");
     indices_t x = {
-        .data = (const void *)(uintptr_t)ptr,
+        .data = data,
         .ndim = 2,
         .rows = rows,
         .cols = cols,
@@ -251,6 +246,19 @@ PyObject *eg_fetch_issue_ptr(eg_table_t *t, PyObject *args)
     if (f != NULL && t->params.recv == ENGRAM_RECV_CUDA)
         f->keep = Py_NewRef(keep); /* the kernel reads the indices on the stream */
     return (PyObject *)f;
+}
+
+PyObject *eg_fetch_issue_ptr(eg_table_t *t, PyObject *args)
+{
+    unsigned long long ptr;
+    long long rows, cols;
+    int bits, device_type, num_qps, col_major, captured;
+    PyObject *stream, *keep;
+    if (!PyArg_ParseTuple(args, "KLLiiippOO", &ptr, &rows, &cols, &bits, &device_type, &num_qps, &col_major,
+                          &captured, &stream, &keep))
+        return NULL;
+    return eg_fetch_issue_addr(t, (const void *)(uintptr_t)ptr, rows, cols, bits, device_type, num_qps, col_major,
+                               captured, stream, keep);
 }
 
 /* engram_test until done, without the GIL, checking signals every slice.
@@ -370,7 +378,7 @@ static PyObject *raise_bad_index(eg_fetch_t *self, const char *message, PyObject
  * again, which waits again or, for a fetch the library ended, raises the
  * same error again; once rows were handed out (also inside a
  * BadIndexError) the hook is spent. */
-static PyObject *wait_views(eg_fetch_t *self, int as_capsules)
+PyObject *eg_fetch_wait_views(eg_fetch_t *self, int as_capsules)
 {
     if (self->f == NULL)
         return eg_raise(eg_StateError, "engram_fetch hook: the fetch has been released");
@@ -460,7 +468,7 @@ static PyObject *fetch_wait(eg_fetch_t *self, PyObject *noargs)
 {
     (void)noargs;
     eg_log_hold();
-    PyObject *r = wait_views(self, 0);
+    PyObject *r = eg_fetch_wait_views(self, 0);
     eg_log_flush();
     return r;
 }
@@ -469,7 +477,7 @@ static PyObject *fetch_wait_capsules(eg_fetch_t *self, PyObject *noargs)
 {
     (void)noargs;
     eg_log_hold();
-    PyObject *r = wait_views(self, 1);
+    PyObject *r = eg_fetch_wait_views(self, 1);
     eg_log_flush();
     return r;
 }

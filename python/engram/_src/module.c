@@ -73,7 +73,7 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__engram(void)
 {
-    PyTypeObject *types[] = {&eg_GroupType, &eg_TableType, &eg_FetchType, &eg_ArrayType};
+    PyTypeObject *types[] = {&eg_GroupType, &eg_TableType, &eg_FetchType, &eg_ArrayType, &eg_HookType};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         if (PyType_Ready(types[i]) < 0)
             return NULL;
@@ -84,6 +84,7 @@ PyMODINIT_FUNC PyInit__engram(void)
         PyModule_AddObjectRef(m, "Table", (PyObject *)&eg_TableType) < 0 ||
         PyModule_AddObjectRef(m, "Fetch", (PyObject *)&eg_FetchType) < 0 ||
         PyModule_AddObjectRef(m, "Array", (PyObject *)&eg_ArrayType) < 0 ||
+        PyModule_AddObjectRef(m, "Hook", (PyObject *)&eg_HookType) < 0 ||
         PyModule_AddStringConstant(m, "LIBRARY_VERSION", ENGRAM_VERSION_STRING) < 0 ||
         PyModule_AddIntConstant(m, "ROW_ALIGN", ENGRAM_ROW_ALIGN) < 0) {
         Py_DECREF(m);

@@ -436,11 +436,21 @@ static PyObject *table_destroy(eg_table_t *self, PyObject *noargs)
 static int table_traverse(eg_table_t *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->group);
+    const eg_torch_t *tc = &self->torch;
+    Py_VISIT(tc->tensor);
+    Py_VISIT(tc->int64);
+    Py_VISIT(tc->strided);
+    Py_VISIT(tc->device);
+    Py_VISIT(tc->stream);
+    Py_VISIT(tc->capturing);
+    Py_VISIT(tc->conv);
+    Py_VISIT(tc->on_device);
     return 0;
 }
 
 static int table_clear(eg_table_t *self)
 {
+    eg_torch_clear(&self->torch);
     /* a table never destroyed keeps its group: the leaked context borrows it */
     if (self->table == NULL)
         Py_CLEAR(self->group);
@@ -468,6 +478,7 @@ static void table_dealloc(eg_table_t *self)
         self->group = NULL;
     }
     Py_XDECREF(self->group);
+    eg_torch_clear(&self->torch);
     eg_stream_free(self);
     pthread_mutex_destroy(&self->lock);
     if (pending != NULL)
@@ -573,6 +584,13 @@ static PyMethodDef table_methods[] = {
      "_fetch_ptr(data_ptr, rows, cols, bits, device_type, num_qps, col_major, captured, stream, keep)\n--\n\n"
      "fetch() for a contiguous 2-D integer tensor given by its attributes (the torch fast path). Private: it "
      "reads whatever address it is given (engram.Buffer passes a dense CPU or CUDA tensor's only)."},
+    {"_fetch_fast", eg_fetch_fast, METH_O,
+     "_fetch_fast(indices)\n--\n\nThe Hook of a recv='cuda' fetch of contiguous int64 torch indices on the "
+     "buffer's device, current and not capturing, on its current stream; None for any other call (engram.Buffer "
+     "then takes its general path). Needs _set_torch first."},
+    {"_set_torch", eg_table_set_torch, METH_VARARGS,
+     "_set_torch(tensor_type, int64, strided, device, stream, capturing, conv, on_device)\n--\n\ntorch's "
+     "entry points _fetch_fast and the hooks ask (engram/_torch_cuda.py)."},
     {"destroy", (PyCFunction)table_destroy, METH_NOARGS,
      "destroy()\n--\n\nCollective teardown (waits for the stream-ordered fetches first, and raises the error of "
      "one after tearing down)."},
