@@ -224,6 +224,8 @@ class ElasticBuffer:
                                        "column-major scales are a torch tensor)")
         hook = self._buffer.engram_fetch(indices, num_qps)
         self._fetches.add(hook._fetch)
+        if self._sf_dtype is None:
+            return hook  # no scales: engram's hook returns DeepEP's types already
         return _ElasticHook(hook, self._sf_dtype, use_tma_aligned_col_major_sf)
 
     # -- the rest DeepEP's buffer has for engram's callers ------------------
