@@ -195,6 +195,8 @@ static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col
         Py_DECREF(self);
         return NULL;
     }
+    if (t->stream_ordered)
+        t->reaped_for = self; /* its hook need not reap again (eg_fetch_wait_views) */
     return self;
 }
 
@@ -390,8 +392,15 @@ PyObject *eg_fetch_wait_views(eg_fetch_t *self, int as_capsules)
     engram_status_t st = ENGRAM_OK;
     eg_table_t *t = self->table;
     int in_order = 0; /* stream-ordered and not complete yet: the pointers, and the table tracks it */
+    const void *rows = NULL;
+    const uint32_t *sf = NULL;
+    engram_status_t handed = ENGRAM_ERR_STATE; /* engram_fetch_buffers' status once called */
     if (t->stream_ordered && !self->captured) {
-        eg_stream_reap(t);
+        /* nothing new to see since this fetch's own issue reaped (the usual
+         * fetch-then-hook): the table learns of completions only by asking */
+        if (t->reaped_for != self)
+            eg_stream_reap(t);
+        t->reaped_for = NULL;
         if (eg_stream_raise_deferred(t, "engram_fetch hook") < 0)
             return NULL; /* an earlier fetch's error: this hook may be called again */
     }
@@ -399,8 +408,10 @@ PyObject *eg_fetch_wait_views(eg_fetch_t *self, int as_capsules)
     if (t->stream_ordered && !self->captured) {
         eg_table_lock(t);
         st = engram_test(self->f); /* never waits; queues what the stream still needs (a launcher's wait) */
-        eg_table_unlock(t);
         in_order = st == ENGRAM_INPROGRESS;
+        if (in_order)
+            handed = engram_fetch_buffers(self->f, &rows, &sf);
+        eg_table_unlock(t);
     } else if (!self->captured) {
         st = sliced_wait(self);
         if (st == ENGRAM_INPROGRESS) {
@@ -408,14 +419,16 @@ PyObject *eg_fetch_wait_views(eg_fetch_t *self, int as_capsules)
             return NULL;
         }
     }
-    const void *rows = NULL;
-    const uint32_t *sf = NULL;
-    char message[1024] = "";
-    if (st == ENGRAM_OK || st == ENGRAM_ERR_BAD_INDEX || in_order) {
+    char message[1024];
+    message[0] = '\0';
+    if (in_order) {
+        st = handed;
+        if (st != ENGRAM_OK)
+            snprintf(message, sizeof(message), "%s", engram_last_error());
+    } else if (st == ENGRAM_OK || st == ENGRAM_ERR_BAD_INDEX) {
         eg_table_lock(t);
-        /* under capture, and in stream order, nothing waits on the host: the pointers only */
-        st = self->captured || in_order ? engram_fetch_buffers(self->f, &rows, &sf)
-                                        : engram_wait(self->f, &rows, &sf);
+        /* under capture nothing waits on the host: the pointers only */
+        st = self->captured ? engram_fetch_buffers(self->f, &rows, &sf) : engram_wait(self->f, &rows, &sf);
         if (st != ENGRAM_OK)
             snprintf(message, sizeof(message), "%s", engram_last_error());
         eg_table_unlock(t);
