@@ -167,9 +167,6 @@ typedef struct eg_table {
     uint64_t deferred_bad, deferred_more;
     uint32_t deferred_token, deferred_entry;
     char deferred_message[1024];
-    /* the fetch whose issue reaped last, with no hook or hand-over since
-     * (its hook need not reap again); never dereferenced */
-    const void *reaped_for;
     eg_torch_t torch;
 } eg_table_t;
 extern PyTypeObject eg_TableType;

@@ -195,8 +195,6 @@ static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col
         Py_DECREF(self);
         return NULL;
     }
-    if (t->stream_ordered)
-        t->reaped_for = self; /* its hook need not reap again (eg_fetch_wait_views) */
     return self;
 }
 
@@ -396,11 +394,7 @@ PyObject *eg_fetch_wait_views(eg_fetch_t *self, int as_capsules)
     const uint32_t *sf = NULL;
     engram_status_t handed = ENGRAM_ERR_STATE; /* engram_fetch_buffers' status once called */
     if (t->stream_ordered && !self->captured) {
-        /* nothing new to see since this fetch's own issue reaped (the usual
-         * fetch-then-hook): the table learns of completions only by asking */
-        if (t->reaped_for != self)
-            eg_stream_reap(t);
-        t->reaped_for = NULL;
+        eg_stream_reap(t);
         if (eg_stream_raise_deferred(t, "engram_fetch hook") < 0)
             return NULL; /* an earlier fetch's error: this hook may be called again */
     }

@@ -142,7 +142,6 @@ void eg_stream_hand_over(eg_fetch_t *fx)
     eg_table_t *t = fx->table;
     int i = find_owner(t, fx);
     fx->tracked = 0;
-    t->reaped_for = NULL; /* a release to see */
     if (i < 0)
         return;
     eg_pending_t *p = &t->pending[i];
