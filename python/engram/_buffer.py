@@ -250,8 +250,7 @@ class Buffer:
                                         num_sf_packs, _RECV[recv], cfg, self._rt.dl_code, self._rt.dl_bits, hidden,
                                         device, stream_ordered=stream_ordered, flat=_flat)
         self._conv = {}
-        self._fast = cuda  # engram_fetch's short way (Table._fetch_fast), with torch's CUDA
-        if cuda:
+        if cuda:  # engram_fetch's short way (Table._fetch_fast) asks torch's CUDA
             tc = torch_cuda()
             self._table._set_torch(tc.tensor, tc.int64, tc.strided, tc.device, tc.stream, tc.capturing,
                                    converters(torch.empty(0), self._rt), _call_on_device)
@@ -352,7 +351,7 @@ class Buffer:
         Indices captured must be CUDA tensors. num_qps: spread over that many queues (0 = all; host fetches).
         use_tma_aligned_col_major_sf: scales column-major with the token
         stride 1 and a column stride of num_tokens rounded up to 4."""
-        if (self._fast and stream is None and type(num_qps) is int and num_qps == 0
+        if (self._cuda_device is not None and stream is None and type(num_qps) is int and num_qps == 0
                 and use_tma_aligned_col_major_sf is False):
             # the common recv='cuda' call, asked of torch in C (Table._fetch_fast); None: not that call
             hook = self._table._fetch_fast(indices)

@@ -224,6 +224,8 @@ PyObject *eg_hook_new(eg_fetch_t *fetch, PyObject *conv, int device);
 PyObject *eg_fetch_fast(PyObject *self, PyObject *indices);
 PyObject *eg_table_set_torch(PyObject *self, PyObject *args);
 void eg_torch_clear(eg_torch_t *tc);
+/* 1 when `device` is torch's current CUDA device, 0 when not, -1 with an exception set (fetch_fast.c). */
+int eg_torch_device_is(const eg_torch_t *tc, int device);
 
 /* stream_order.c (GIL held): tracks fx, whose rows the hook handed out
  * before the library saw it complete (0, or -1 with MemoryError); hands a

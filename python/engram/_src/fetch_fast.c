@@ -66,6 +66,11 @@ static int long_is(PyObject *obj, long want)
     return v == want;
 }
 
+int eg_torch_device_is(const eg_torch_t *tc, int device)
+{
+    return long_is(PyObject_CallNoArgs(tc->device), device);
+}
+
 /* 1 when obj.name is `want` (identity), 0 when not, -1 with an exception set. */
 static int attr_is(PyObject *obj, int name, PyObject *want)
 {
@@ -114,7 +119,7 @@ static int common_call(const eg_table_t *t, PyObject *indices, long long *rows, 
     if (ok == 1)
         ok = long_is(PyObject_CallMethodNoArgs(indices, names[N_GET_DEVICE]), t->device_id);
     if (ok == 1)
-        ok = long_is(PyObject_CallNoArgs(tc->device), t->device_id);
+        ok = eg_torch_device_is(tc, t->device_id);
     if (ok == 1) {
         PyObject *c = PyObject_CallNoArgs(tc->capturing);
         ok = c == NULL ? -1 : c == Py_False;

@@ -44,17 +44,11 @@ static PyObject *hook_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
  * it), 0 when it is or there is none, -1 with an exception set. */
 static int off_device(const eg_hook_t *h)
 {
-    PyObject *get = h->fetch->table->torch.device;
-    if (h->device < 0 || get == NULL)
+    const eg_torch_t *tc = &h->fetch->table->torch;
+    if (h->device < 0 || tc->device == NULL)
         return 0;
-    PyObject *cur = PyObject_CallNoArgs(get);
-    if (cur == NULL)
-        return -1;
-    long d = PyLong_AsLong(cur);
-    Py_DECREF(cur);
-    if (d == -1 && PyErr_Occurred())
-        return -1;
-    return d != h->device;
+    int on = eg_torch_device_is(tc, h->device);
+    return on < 0 ? -1 : !on;
 }
 
 static PyObject *on_device(const eg_hook_t *h, PyObject *fn)
