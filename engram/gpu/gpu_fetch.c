@@ -16,7 +16,8 @@
  * kernel goes first, so its gets fly while the gather kernel loads the
  * local rows, gathers the scales and applies the bad-index rule; the
  * launcher's wait is queued on the stream by the first test/wait, so work
- * the caller queues in between overlaps the transfer. */
+ * the caller queues in between overlaps the transfer. The host-gather path
+ * defers its join to the stream the same way (gpu_host_gather.h). */
 #include "engram/fetch_handle.h"
 #include "engram/gpu/gpu_dedup.h"
 #include "engram/gpu/gpu_fetch.h"
@@ -71,11 +72,13 @@ static engram_status_t issue_launcher(engram_fetch_slot_t *f, engram_gpu_table_t
     return st;
 }
 
-/* Queues the launcher's wait and the slot's event behind it. */
+/* Queues the launcher's wait (or the host-gather join) and the slot's
+ * event behind it. */
 static engram_status_t queue_wait(engram_gpu_table_t *g, int slot)
 {
     g->wait_pending[slot] = false;
-    engram_status_t st = g->launcher->wait(g->launch, slot, g->wait_stream[slot]);
+    engram_status_t st = g->host != NULL ? engram_gpu_host_gather_join(g, slot, g->wait_stream[slot])
+                                         : g->launcher->wait(g->launch, slot, g->wait_stream[slot]);
     cudaError_t ce = cudaEventRecord(g->done[slot], (cudaStream_t)g->wait_stream[slot]);
     if (st == ENGRAM_OK && ce != cudaSuccess)
         st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "GPU fetch: recording the event behind the wait: %s",
@@ -92,8 +95,12 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
     cudaError_t ce = cudaSuccess;
     g->slot_seq[slot] = 0; /* the event tells completion unless the kernel signals */
     g->slot_stream[slot] = stream;
-    if (g->host != NULL)
-        return engram_gpu_host_gather_fetch(f, slot, indices, stream);
+    if (g->host != NULL) {
+        engram_status_t st = engram_gpu_host_gather_fetch(f, slot, indices, stream);
+        g->wait_pending[slot] = st == ENGRAM_OK;
+        g->wait_stream[slot] = stream;
+        return st;
+    }
     /* a report entry of its own, so the slot may be taken again before the
      * host reads it (gpu_released.c); a graph's replays report to the sink */
     g->slot_report[slot] = capturing ? ENGRAM_RELEASED_NO_REPORT : engram_released_take_report(&g->released);
@@ -278,7 +285,7 @@ engram_status_t engram_gpu_fetch_order(engram_fetch_slot_t *f)
     engram_table_t *t = f->table;
     engram_gpu_table_t *g = t->gpu;
     int slot = (int)(f - t->slots);
-    if (f->completed || g->launch == NULL || !g->wait_pending[slot])
+    if (f->completed || !g->wait_pending[slot])
         return ENGRAM_OK;
     engram_status_t st = queue_wait(g, slot);
     if (st != ENGRAM_OK) {

@@ -28,6 +28,9 @@ struct engram_gpu_host {
     uint32_t *dst_rows;             /* pinned [slots][slot_rows]: a staged miss's receive row */
     uint32_t *ready;                /* pinned, mapped [slots]: each job's ready word */
     uint32_t *ready_dev;
+    uint32_t *copied;               /* pinned, mapped [slots]: each job's copied word */
+    uint32_t *copied_dev;
+    cudaStream_t *copy_streams;     /* [slots]: each job's copy stream */
     uint32_t max_chunks;
     uint32_t *scales;               /* the replicated scales, host copy */
 };
@@ -147,6 +150,10 @@ static engram_status_t alloc_pinned(engram_table_t *t, engram_gpu_host_t *h)
         ce = cudaHostAlloc((void **)&h->ready, slots * sizeof(*h->ready), cudaHostAllocMapped);
     if (ce == cudaSuccess)
         ce = cudaHostGetDevicePointer((void **)&h->ready_dev, h->ready, 0);
+    if (ce == cudaSuccess)
+        ce = cudaHostAlloc((void **)&h->copied, slots * sizeof(*h->copied), cudaHostAllocMapped);
+    if (ce == cudaSuccess)
+        ce = cudaHostGetDevicePointer((void **)&h->copied_dev, h->copied, 0);
     if (ce != cudaSuccess)
         return cuda_error("allocating the pinned staging", ce);
     if (h->scales_stage != NULL) /* column-major padding is never written: zero, not stale */
@@ -154,6 +161,7 @@ static engram_status_t alloc_pinned(engram_table_t *t, engram_gpu_host_t *h)
     memset(h->flags, 0, slots * h->max_chunks * sizeof(*h->flags));
     memset(h->counts, 0, slots * h->max_chunks * sizeof(*h->counts));
     memset(h->ready, 0, slots * sizeof(*h->ready));
+    memset(h->copied, 0, slots * sizeof(*h->copied)); /* a job's seq starts as its words */
     if (z->scales_bytes > 0 && (h->scales = malloc(z->scales_bytes)) == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table, host_gather: out of memory for %llu bytes of scales",
                             (unsigned long long)z->scales_bytes);
@@ -204,8 +212,16 @@ static engram_status_t make_jobs(engram_table_t *t, engram_gpu_table_t *g, engra
                       : (int)t->ctx->cfg.gather_threads;
     engram_status_t st = engram_gather_pool_create(threads, t->shard->numa_node, &h->pool);
     h->jobs = st == ENGRAM_OK ? calloc((size_t)t->num_slots, sizeof(*h->jobs)) : NULL;
-    if (st == ENGRAM_OK && h->jobs == NULL)
+    h->copy_streams = st == ENGRAM_OK ? calloc((size_t)t->num_slots, sizeof(*h->copy_streams)) : NULL;
+    if (st == ENGRAM_OK && (h->jobs == NULL || h->copy_streams == NULL))
         st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table, host_gather: out of memory for %d jobs", t->num_slots);
+    for (int s = 0; st == ENGRAM_OK && s < t->num_slots; s++) {
+        cudaError_t ce = cudaStreamCreateWithFlags(&h->copy_streams[s], cudaStreamNonBlocking);
+        if (ce != cudaSuccess) {
+            h->copy_streams[s] = NULL;
+            st = cuda_error("creating a slot's copy stream", ce);
+        }
+    }
     for (int s = 0; st == ENGRAM_OK && s < t->num_slots; s++) {
         engram_gather_buffers_t buf = {
             .indices = h->indices + (uint64_t)s * z->slot_rows,
@@ -218,6 +234,9 @@ static engram_status_t make_jobs(engram_table_t *t, engram_gpu_table_t *g, engra
             .counts_dev = h->counts_dev + (uint64_t)s * h->max_chunks,
             .ready = h->ready + s,
             .ready_dev = h->ready_dev + s,
+            .copied = h->copied + s,
+            .copied_dev = h->copied_dev + s,
+            .copy_stream = h->copy_streams[s],
             .max_rows = z->slot_rows,
             .max_chunks = h->max_chunks,
         };
@@ -259,21 +278,29 @@ void engram_gpu_host_gather_destroy(engram_table_t *t, engram_gpu_table_t *g)
     engram_gpu_host_t *h = g->host;
     if (h == NULL)
         return;
-    /* A fetch still queued must not wait for a pool that is gone, and its
-     * host function must have run before the pool goes. */
+    /* A fetch still queued must not wait for a pool that is gone, nor copy
+     * into memory that is. */
     for (int s = 0; h->jobs != NULL && s < t->num_slots; s++)
         if (h->jobs[s] != NULL && !engram_gather_job_finished(h->jobs[s]))
             engram_gather_job_abandon(h->jobs[s]);
+    for (int s = 0; h->copy_streams != NULL && s < t->num_slots; s++)
+        if (h->copy_streams[s] != NULL)
+            cudaStreamSynchronize(h->copy_streams[s]);
     for (int s = 0; g->done != NULL && s < t->num_slots; s++)
         if (g->done[s] != NULL)
             cudaEventSynchronize(g->done[s]);
     for (int s = 0; h->jobs != NULL && s < t->num_slots; s++)
         while (h->jobs[s] != NULL && !engram_gather_job_finished(h->jobs[s]))
-            sched_yield(); /* its host function ran: the pool ends it in a few rows */
+            sched_yield(); /* abandoned: the pool ends it in a few rows */
     engram_gather_pool_destroy(h->pool);
     for (int s = 0; h->jobs != NULL && s < t->num_slots; s++)
         engram_gather_job_destroy(h->jobs[s]);
     free(h->jobs);
+    for (int s = 0; h->copy_streams != NULL && s < t->num_slots; s++)
+        if (h->copy_streams[s] != NULL)
+            cudaStreamDestroy(h->copy_streams[s]);
+    free(h->copy_streams);
+    cudaFreeHost(h->copied);
     cudaFreeHost(h->flags);
     cudaFreeHost(h->counts);
     cudaFreeHost(h->ready);
@@ -350,19 +377,29 @@ engram_status_t engram_gpu_host_gather_fetch(engram_fetch_slot_t *f, int slot, c
 {
     engram_table_t *t = f->table;
     engram_gpu_table_t *g = t->gpu;
+    engram_gpu_host_t *h = g->host;
     const engram_gather_cache_t cache = {.host = g->hot != NULL ? g->hot->host : (engram_hot_hash_t){0},
                                          .dev = g->hot};
-    engram_status_t st = engram_gather_job_queue(g->host->jobs[slot], &cuda_stream_ops, stream, indices, f->num_tokens,
+    engram_status_t st = engram_gather_job_queue(h->jobs[slot], &cuda_stream_ops, stream, indices, f->num_tokens,
                                                  t->params.entries_per_token,
                                                  (f->flags & ENGRAM_FETCH_SCALES_COL_MAJOR) != 0,
                                                  g->hot != NULL ? &cache : NULL, f->rows, f->scales_out);
-    cudaError_t ce = cudaEventRecord(g->done[slot], (cudaStream_t)stream);
-    if (st == ENGRAM_OK && ce != cudaSuccess)
-        st = cuda_error("recording the fetch's event", ce);
     if (st != ENGRAM_OK) {
         /* what was queued writes into the slot: done before it is free */
-        engram_gather_job_abandon(g->host->jobs[slot]);
+        engram_gather_job_abandon(h->jobs[slot]);
+        cudaStreamSynchronize(h->copy_streams[slot]);
         cudaStreamSynchronize((cudaStream_t)stream);
+    }
+    return st;
+}
+
+engram_status_t engram_gpu_host_gather_join(engram_gpu_table_t *g, int slot, void *stream)
+{
+    engram_gpu_host_t *h = g->host;
+    engram_status_t st = engram_gather_job_join(h->jobs[slot], &cuda_stream_ops, stream);
+    if (st != ENGRAM_OK) { /* nothing orders the stream after the rows: the host waits for them */
+        engram_gather_job_abandon(h->jobs[slot]);
+        cudaStreamSynchronize(h->copy_streams[slot]);
     }
     return st;
 }

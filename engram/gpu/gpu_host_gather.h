@@ -32,9 +32,13 @@ engram_status_t engram_gpu_rows_to_host(char *dst, uint64_t stride, const void *
  * through a pinned bounce buffer: the hot-row cache's load. */
 engram_status_t engram_gpu_host_gather_copy_rows(engram_table_t *t, const int64_t *rows, uint64_t n, char *dst);
 /* Queues slot's fetch on stream (indices anywhere the stream can copy
- * from); the slot's event is recorded behind it. */
+ * from) and the slot's copy stream; the fetch is joined later
+ * (engram_gpu_host_gather_join), which leaves the stream free for the next
+ * fetch meanwhile. */
 engram_status_t engram_gpu_host_gather_fetch(engram_fetch_slot_t *f, int slot, const int64_t *indices, void *stream);
-/* After the slot's event: ENGRAM_INPROGRESS until the pool is done with
+/* Queues on stream a wait for slot's last fetch's copies. */
+engram_status_t engram_gpu_host_gather_join(engram_gpu_table_t *g, int slot, void *stream);
+/* After the slot's event (recorded behind the join): ENGRAM_INPROGRESS until the pool is done with
  * it, then the bad-index tally folded into f. */
 engram_status_t engram_gpu_host_gather_test(engram_fetch_slot_t *f, int slot);
 /* The pool's size and the shard's backing, for logs and counters. */

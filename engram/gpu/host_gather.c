@@ -390,13 +390,11 @@ engram_status_t engram_gather_job_create(engram_gather_pool_t *pool, const engra
                                          engram_gather_job_t **out)
 {
     if (pool == NULL || src == NULL || buf == NULL || out == NULL || src->row_bytes == 0 || chunk_bytes == 0 ||
-        buf->ready == NULL ||
-        buf->max_rows > UINT32_MAX ||
+        buf->ready == NULL || buf->copied == NULL || buf->copy_stream == NULL || buf->max_rows > UINT32_MAX ||
         buf->max_chunks != engram_gather_max_chunks(buf->max_rows, src->row_bytes, chunk_bytes))
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "host_gather job: inconsistent arguments");
     engram_gather_job_t *j = calloc(1, sizeof(*j));
-    if (j != NULL)
-        if (j != NULL) {
+    if (j != NULL) {
         j->chunk_left = calloc(buf->max_chunks > 0 ? buf->max_chunks : 1, sizeof(*j->chunk_left));
         j->chunk_fill = calloc(buf->max_chunks > 0 ? buf->max_chunks : 1, sizeof(*j->chunk_fill));
     }
@@ -452,6 +450,9 @@ void engram_gather_job_abandon(engram_gather_job_t *j)
             __atomic_store_n(&j->buf.counts[c], 0u, __ATOMIC_RELAXED);
         __atomic_store_n(&j->buf.flags[c], 1u, __ATOMIC_RELEASE);
     }
+    /* the copy stream's wait for the fetch's stream, and a join, pass */
+    __atomic_store_n(j->buf.ready, j->seq, __ATOMIC_RELEASE);
+    __atomic_store_n(j->buf.copied, j->seq, __ATOMIC_RELEASE);
 }
 
 static engram_status_t stream_error(const char *what, const char *err)
@@ -459,14 +460,18 @@ static engram_status_t stream_error(const char *what, const char *err)
     return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "host_gather fetch: %s: %s", what, err);
 }
 
-/* Steps 3-4: the chunks' waits and copies (with a cache: each chunk's wait
- * and place kernel, then the hit kernel), then the scales' copy. */
-static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops, void *stream,
+/* Steps 3-4 on the copy stream: the wait for the fetch's stream, the
+ * chunks' waits and copies (with a cache: each chunk's wait and place
+ * kernel, then the hit kernel), the scales' copy, the copied word. */
+static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops,
                                     const engram_gather_cache_t *cache, const int64_t *indices, char *rows_dst,
                                     uint32_t *scales_dst)
 {
+    void *stream = j->buf.copy_stream;
     const uint32_t row_bytes = j->src.row_bytes;
-    const char *err = NULL;
+    const char *err = ops->wait_geq(stream, j->buf.ready_dev, j->seq);
+    if (err != NULL)
+        return stream_error("queueing the copy stream's wait for the fetch's stream", err);
     for (uint32_t c = 0; c < j->num_chunks; c++) {
         const uint64_t first = (uint64_t)c * j->chunk_rows;
         const uint64_t rows = j->num_rows - first < j->chunk_rows ? j->num_rows - first : j->chunk_rows;
@@ -485,12 +490,16 @@ static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_
     err = cache != NULL ? ops->hits(stream, cache->dev, indices, j->num_rows, row_bytes, rows_dst) : NULL;
     if (err != NULL)
         return stream_error("queueing the cache's hits", err);
-    if (j->src.packs == 0)
-        return ENGRAM_OK;
-    uint64_t elems = j->col_major ? (uint64_t)j->entries_per_token * j->src.packs * engram_scales_col_stride(j->num_tokens)
-                                  : (uint64_t)j->num_rows * j->src.packs;
-    err = ops->copy(stream, scales_dst, j->buf.scales, elems * sizeof(uint32_t));
-    return err == NULL ? ENGRAM_OK : stream_error("queueing the scales' copy", err);
+    if (j->src.packs > 0) {
+        uint64_t elems = j->col_major
+                             ? (uint64_t)j->entries_per_token * j->src.packs * engram_scales_col_stride(j->num_tokens)
+                             : (uint64_t)j->num_rows * j->src.packs;
+        err = ops->copy(stream, scales_dst, j->buf.scales, elems * sizeof(uint32_t));
+        if (err != NULL)
+            return stream_error("queueing the scales' copy", err);
+    }
+    err = ops->write(stream, j->buf.copied_dev, j->seq);
+    return err == NULL ? ENGRAM_OK : stream_error("queueing the copy stream's end", err);
 }
 
 engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops, void *stream,
@@ -545,15 +554,23 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
         return stream_error("queueing the indices' copy", err);
     j->seq++;
     err = ops->write(stream, j->buf.ready_dev, j->seq);
-    if (err != NULL)
+    if (err != NULL) {
+        engram_gather_job_abandon(j); /* a join of this seq must pass */
         return stream_error("queueing the pool's start", err);
+    }
     /* posted from here on: finished again once the pool has done it */
     atomic_store_explicit(&j->finished, false, memory_order_release);
     post_job(j);
-    engram_status_t st = queue_copies(j, ops, stream, cache, indices, rows_dst, scales_dst);
+    engram_status_t st = queue_copies(j, ops, cache, indices, rows_dst, scales_dst);
     if (st != ENGRAM_OK)
         engram_gather_job_abandon(j); /* the waits already queued must pass */
     return st;
+}
+
+engram_status_t engram_gather_job_join(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops, void *stream)
+{
+    const char *err = ops->wait_geq(stream, j->buf.copied_dev, j->seq);
+    return err == NULL ? ENGRAM_OK : stream_error("queueing the wait for the copy stream", err);
 }
 
 bool engram_gather_job_finished(engram_gather_job_t *j)

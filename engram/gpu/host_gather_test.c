@@ -1,8 +1,8 @@
 /* The host-gather pool and its jobs against a host fake of a CUDA stream
  * (a thread running queued flag writes, flag waits, copies and the
  * cache's kernels in order): chunking and pipelining, routing (direct and hybrid), bad
- * indices, scales in both layouts, several jobs in flight, the pool's
- * lifecycle and every error path. Every fetched row is compared with the
+ * indices, scales in both layouts, several jobs in flight, a fetch's
+ * stream free before its join, the pool's lifecycle and every error path. Every fetched row is compared with the
  * table indexed on the host. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -63,8 +63,8 @@ static void *stream_main(void *arg)
         int kind = o->kind;
         if (kind == OP_WRITE)
             __atomic_store_n((uint32_t *)o->dst, o->value, __ATOMIC_RELEASE);
-        else if (kind == OP_WAIT)
-            while (__atomic_load_n(o->flag, __ATOMIC_ACQUIRE) < o->value)
+        else if (kind == OP_WAIT) /* cyclic, as CUDA's */
+            while ((int32_t)(__atomic_load_n(o->flag, __ATOMIC_ACQUIRE) - o->value) < 0)
                 sched_yield();
         else if (kind == OP_COPY) {
             memcpy(o->dst, o->src, o->bytes);
@@ -253,6 +253,8 @@ typedef struct slot {
     char *rows;      /* the "GPU" receive rows */
     uint32_t *scales_out;
     uint32_t *ready; /* the job's ready word */
+    uint32_t *copied;
+    fake_stream_t copy; /* the job's copy stream */
 } slot_t;
 
 static uint64_t max_scale_elems(const shape_t *sh, uint32_t max_tokens, uint32_t ept)
@@ -281,6 +283,11 @@ static void slot_make(slot_t *s, engram_gather_pool_t *pool, const table_t *t, u
     s->ready = calloc(1, sizeof(uint32_t));
     s->buf.ready = s->ready;
     s->buf.ready_dev = s->ready;
+    s->copied = calloc(1, sizeof(uint32_t));
+    s->buf.copied = s->copied;
+    s->buf.copied_dev = s->copied;
+    stream_start(&s->copy);
+    s->buf.copy_stream = &s->copy;
     s->rows = calloc(rows ? rows : 1, sh->row_bytes);
     s->scales_out = sh->packs ? calloc(selems, sizeof(uint32_t)) : NULL;
     CHECK(s->buf.indices && s->buf.staging && s->buf.flags && s->rows);
@@ -289,6 +296,7 @@ static void slot_make(slot_t *s, engram_gather_pool_t *pool, const table_t *t, u
 
 static void slot_free(slot_t *s)
 {
+    stream_stop(&s->copy);
     engram_gather_job_destroy(s->job);
     free(s->buf.indices);
     free(s->buf.staging);
@@ -297,6 +305,7 @@ static void slot_free(slot_t *s)
     free(s->buf.dst_rows);
     free(s->buf.counts);
     free(s->ready);
+    free(s->copied);
     free(s->rows);
     free(s->scales_out);
 }
@@ -305,6 +314,14 @@ static void wait_finished(slot_t *s)
 {
     while (!engram_gather_job_finished(s->job))
         sched_yield();
+}
+
+/* The fetch joined on st, st drained: its rows are there, the pool done. */
+static void join_sync(slot_t *s, fake_stream_t *st)
+{
+    CHECK_OK(engram_gather_job_join(s->job, &fake_ops, st));
+    stream_sync(st);
+    wait_finished(s);
 }
 
 /* Checks one fetch's rows, scales and tally against the table. */
@@ -391,18 +408,17 @@ static void run_fetch_cached(const table_t *t, slot_t *s, fake_stream_t *st, uin
         idx[n - 1] = INT64_MIN;
     }
     memset(s->rows, 0xee, n * t->sh.row_bytes); /* nothing left from an earlier fetch */
-    const uint64_t placed = st->placed, hit_rows = st->hit_rows;
+    const uint64_t placed = s->copy.placed, hit_rows = s->copy.hit_rows;
     CHECK_OK(engram_gather_job_queue(s->job, &fake_ops, st, idx, tokens, ept, col, cache ? &cache->view : NULL,
                                      s->rows, s->scales_out));
-    stream_sync(st);
-    wait_finished(s);
+    join_sync(s, st);
     check_fetch(t, s, idx, tokens, ept, col);
     uint64_t hits = 0;
     for (uint64_t r = 0; cache != NULL && r < n; r++)
         hits += engram_hot_find(&cache->dev.hash, idx[r]) != ENGRAM_HOT_MISS;
     CHECK(engram_gather_job_hits(s->job) == hits);
-    CHECK(st->hit_rows - hit_rows == hits);
-    CHECK(st->placed - placed == (cache != NULL ? n - hits : 0)); /* only misses cross */
+    CHECK(s->copy.hit_rows - hit_rows == hits);
+    CHECK(s->copy.placed - placed == (cache != NULL ? n - hits : 0)); /* only misses cross */
     free(idx);
 }
 
@@ -474,8 +490,7 @@ static void test_other_nodes_left(void)
     memset(s.buf.staging, 0xab, 8 * 32);
     int64_t idx[8] = {0, 130, 63, 255, 64, 200, 127, 128};
     CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 4, 2, false, NULL, s.rows, NULL));
-    stream_sync(&st);
-    wait_finished(&s);
+    join_sync(&s, &st);
     for (int r = 0; r < 8; r++) {
         bool mine = idx[r] >= 128;
         for (uint32_t b = 0; b < 32; b++)
@@ -519,10 +534,8 @@ static void test_in_flight(void)
                      ENGRAM_ERR_STATE);
         CHECK(strstr(engram_last_error(), "still running") != NULL);
         __atomic_store_n(&gate, 1u, __ATOMIC_RELEASE);
-        stream_sync(&a);
-        stream_sync(&b);
         for (int i = 0; i < SLOTS; i++) {
-            wait_finished(&s[i]);
+            join_sync(&s[i], i == 2 ? &b : &a);
             check_fetch(&t, &s[i], idx[i], TOK, EPT, false);
         }
     }
@@ -544,12 +557,17 @@ static void test_queue_errors(void)
     table_make(&t, (shape_t){2, 1, 512, 64, 1, 0, 2, 0, 2048});
     engram_gather_pool_t *pool;
     CHECK_OK(engram_gather_pool_create(2, -1, &pool));
-    /* 16 x 8 rows x 64 B = 4 chunks: ops are indices, post, (wait, copy) x 4, scales */
+    /* 16 x 8 rows x 64 B = 4 chunks: the fetch's stream queues the indices'
+     * copy and the pool's start; the copy stream its wait for them,
+     * (wait, copy) x 4, the scales, its end */
     static const struct {
+        bool on_copy;
         int fail_at;
         const char *what;
-    } cases[] = {{1, "indices"}, {2, "pool's start"}, {3, "wait for a chunk"}, {4, "chunk's copy"},
-                 {9, "wait for a chunk"}, {11, "scales"}};
+    } cases[] = {{false, 1, "indices"},       {false, 2, "pool's start"},
+                 {true, 1, "for the fetch's stream"}, {true, 2, "wait for a chunk"},
+                 {true, 3, "chunk's copy"},   {true, 8, "wait for a chunk"},
+                 {true, 10, "scales"},        {true, 11, "copy stream's end"}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         fake_stream_t st;
         stream_start(&st);
@@ -559,18 +577,34 @@ static void test_queue_errors(void)
         int64_t idx[128];
         for (int r = 0; r < 128; r++)
             idx[r] = r * 7 % 1024;
-        st.fail_at = cases[i].fail_at;
+        (cases[i].on_copy ? &s.copy : &st)->fail_at = cases[i].fail_at;
         CHECK_STATUS(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 16, 8, false, NULL, s.rows, s.scales_out),
                      ENGRAM_ERR_UNSUPPORTED);
         CHECK(strstr(engram_last_error(), cases[i].what) != NULL);
         CHECK(strstr(engram_last_error(), "injected failure") != NULL);
-        stream_sync(&st); /* would hang on an unset flag */
-        wait_finished(&s);
-        st.fail_at = 0;
+        stream_sync(&s.copy); /* would hang on an unset flag */
+        join_sync(&s, &st);   /* would hang on the copied word */
+        st.fail_at = s.copy.fail_at = 0;
         CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 16, 8, true, NULL, s.rows, s.scales_out));
-        stream_sync(&st);
-        wait_finished(&s);
+        join_sync(&s, &st);
         check_fetch(&t, &s, idx, 16, 8, true);
+        stream_stop(&st);
+        slot_free(&s);
+    }
+    /* the join itself */
+    {
+        fake_stream_t st;
+        stream_start(&st);
+        slot_t s;
+        slot_make(&s, pool, &t, 16, 8);
+        int64_t idx[128] = {0};
+        CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 16, 8, false, NULL, s.rows, s.scales_out));
+        st.fail_at = st.queued + 1;
+        CHECK_STATUS(engram_gather_job_join(s.job, &fake_ops, &st), ENGRAM_ERR_UNSUPPORTED);
+        CHECK(strstr(engram_last_error(), "wait for the copy stream") != NULL);
+        st.fail_at = 0;
+        join_sync(&s, &st);
+        check_fetch(&t, &s, idx, 16, 8, false);
         stream_stop(&st);
         slot_free(&s);
     }
@@ -629,8 +663,7 @@ static void test_abandon(void)
     CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 8, 8, false, NULL, s.rows, NULL));
     engram_gather_job_abandon(s.job);
     __atomic_store_n(&gate, 1u, __ATOMIC_RELEASE);
-    stream_sync(&st);
-    wait_finished(&s); /* the pool took it and skipped its tasks */
+    join_sync(&s, &st); /* the pool took it and skipped its tasks */
     stream_stop(&st);
     slot_free(&s);
     engram_gather_pool_destroy(pool);
@@ -662,18 +695,79 @@ static void test_ready_out_of_order(void)
                                      first.scales_out));
     CHECK_OK(engram_gather_job_queue(second.job, &fake_ops, &b, idx2, 16, 8, true, NULL, second.rows,
                                      second.scales_out));
-    stream_sync(&b);
-    wait_finished(&second);
+    join_sync(&second, &b);
     check_fetch(&t, &second, idx2, 16, 8, true);
     CHECK(!engram_gather_job_finished(first.job));
     __atomic_store_n(&gate, 1u, __ATOMIC_RELEASE);
-    stream_sync(&a);
-    wait_finished(&first);
+    join_sync(&first, &a);
     check_fetch(&t, &first, idx1, 16, 8, false);
     stream_stop(&a);
     stream_stop(&b);
     slot_free(&first);
     slot_free(&second);
+    engram_gather_pool_destroy(pool);
+    table_free(&t);
+}
+
+/* Two fetches on one stream: the second is gathered, copied and joined
+ * while the first's copies are held back; the first's rows come once its
+ * copy stream moves. */
+static void test_stream_free_before_join(void)
+{
+    table_t t;
+    table_make(&t, (shape_t){2, 1, 512, 64, 1, 0, 2, 0, 2048});
+    engram_gather_pool_t *pool;
+    CHECK_OK(engram_gather_pool_create(2, -1, &pool));
+    fake_stream_t st;
+    stream_start(&st);
+    slot_t first, second;
+    slot_make(&first, pool, &t, 16, 8);
+    slot_make(&second, pool, &t, 16, 8);
+    int64_t idx1[128], idx2[128];
+    for (int r = 0; r < 128; r++) {
+        idx1[r] = r * 17 % 1024;
+        idx2[r] = r * 31 % 1024;
+    }
+    uint32_t gate = 0;
+    CHECK(fake_wait(&first.copy, &gate, 1) == NULL); /* the first's copies wait */
+    memset(first.rows, 0xee, 128 * 64);
+    CHECK_OK(engram_gather_job_queue(first.job, &fake_ops, &st, idx1, 16, 8, false, NULL, first.rows,
+                                     first.scales_out));
+    CHECK_OK(engram_gather_job_queue(second.job, &fake_ops, &st, idx2, 16, 8, true, NULL, second.rows,
+                                     second.scales_out));
+    join_sync(&second, &st);
+    check_fetch(&t, &second, idx2, 16, 8, true);
+    wait_finished(&first); /* gathered, not copied */
+    CHECK((unsigned char)first.rows[0] == 0xee && first.copy.copies == 0);
+    __atomic_store_n(&gate, 1u, __ATOMIC_RELEASE);
+    join_sync(&first, &st);
+    check_fetch(&t, &first, idx1, 16, 8, false);
+    stream_stop(&st);
+    slot_free(&first);
+    slot_free(&second);
+    engram_gather_pool_destroy(pool);
+    table_free(&t);
+}
+
+/* A seq that wraps: the waits compare cyclically. */
+static void test_seq_wraps(void)
+{
+    table_t t;
+    table_make(&t, (shape_t){1, 1, 256, 64, 0, 0, 1, 0, 1024});
+    engram_gather_pool_t *pool;
+    CHECK_OK(engram_gather_pool_create(2, -1, &pool));
+    fake_stream_t st;
+    stream_start(&st);
+    slot_t s;
+    slot_make(&s, pool, &t, 8, 8);
+    engram_gather_job_destroy(s.job);
+    *s.ready = *s.copied = UINT32_MAX - 1; /* a job's seq starts as its words */
+    CHECK_OK(engram_gather_job_create(pool, &t.src, &s.buf, t.sh.chunk_bytes, &s.job));
+    for (int i = 0; i < 4; i++)
+        run_fetch(&t, &s, &st, 8, 8, false, false);
+    CHECK(*s.ready == 2u && *s.copied == 2u);
+    stream_stop(&st);
+    slot_free(&s);
     engram_gather_pool_destroy(pool);
     table_free(&t);
 }
@@ -709,6 +803,13 @@ static void test_pool_args(void)
     CHECK_STATUS(engram_gather_job_create(pool, &src, &buf, 256, &job), ENGRAM_ERR_INVALID);
     src.row_bytes = 0;
     CHECK_STATUS(engram_gather_job_create(pool, &src, &buf, 256, &job), ENGRAM_ERR_INVALID);
+    uint32_t word = 0; /* consistent sizes, but no copied word or copy stream */
+    src.row_bytes = 64;
+    buf = (engram_gather_buffers_t){.max_rows = 10, .max_chunks = engram_gather_max_chunks(10, 64, 256),
+                                    .ready = &word};
+    CHECK_STATUS(engram_gather_job_create(pool, &src, &buf, 256, &job), ENGRAM_ERR_INVALID);
+    buf.copied = &word;
+    CHECK_STATUS(engram_gather_job_create(pool, &src, &buf, 256, &job), ENGRAM_ERR_INVALID);
     engram_gather_pool_destroy(pool);
 }
 
@@ -721,6 +822,8 @@ int main(void)
     test_queue_errors();
     test_abandon();
     test_ready_out_of_order();
+    test_stream_free_before_join();
+    test_seq_wraps();
     test_every_size();
     printf("host_gather_test: ok\n");
     return 0;
