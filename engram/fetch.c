@@ -237,6 +237,10 @@ static engram_status_t check_fetch(const engram_table_t *t, const int64_t *indic
     engram_status_t st = engram_fetch_check_indices("engram_fetch", indices, num_tokens);
     if (st != ENGRAM_OK)
         return st;
+    if (flags & ENGRAM_FETCH_ORDER_AT_WAIT)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch: ENGRAM_FETCH_ORDER_AT_WAIT orders a stream's work "
+                                                "behind the rows, and engram_fetch has no stream (it is "
+                                                "engram_fetch_on_stream's)");
     if (flags & ~ENGRAM_FETCH_SCALES_COL_MAJOR)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch: unknown flags 0x%x", flags);
     return ENGRAM_OK;

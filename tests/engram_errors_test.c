@@ -75,6 +75,9 @@ static void check_fetch_arguments(harness_t *h)
     CHECK_STATUS(engram_fetch(h->table, (const int64_t *)((const char *)idx + 4), 1, 0, &f), ENGRAM_ERR_INVALID);
     CHECK(strstr(engram_last_error(), "not 8-byte aligned") != NULL);
     CHECK_STATUS(engram_fetch(h->table, idx, 1, 0x80, &f), ENGRAM_ERR_INVALID);
+    CHECK(strstr(engram_last_error(), "unknown flags 0x80") != NULL);
+    CHECK_STATUS(engram_fetch(h->table, idx, 1, ENGRAM_FETCH_ORDER_AT_WAIT, &f), ENGRAM_ERR_INVALID);
+    CHECK(strstr(engram_last_error(), "engram_fetch has no stream") != NULL);
     CHECK_STATUS(engram_fetch(NULL, idx, 1, 0, &f), ENGRAM_ERR_INVALID);
     CHECK(f == NULL);
     CHECK_STATUS(engram_wait(NULL, NULL, NULL), ENGRAM_ERR_INVALID);

@@ -17,7 +17,8 @@
  * local rows, gathers the scales and applies the bad-index rule; the
  * launcher's wait is queued on the stream by the first test/wait, so work
  * the caller queues in between overlaps the transfer. The host-gather path
- * defers its join to the stream the same way (gpu_host_gather.h). */
+ * joins its copies to the stream at the call, or with
+ * ENGRAM_FETCH_ORDER_AT_WAIT as late as that (gpu_host_gather.h). */
 #include "engram/fetch_handle.h"
 #include "engram/gpu/gpu_dedup.h"
 #include "engram/gpu/gpu_fetch.h"
@@ -42,7 +43,7 @@ static engram_status_t check_args(const engram_table_t *t, const int64_t *indice
     engram_status_t st = engram_fetch_check_indices("engram_fetch_on_stream", indices, num_tokens);
     if (st != ENGRAM_OK)
         return st;
-    if (flags & ~ENGRAM_FETCH_SCALES_COL_MAJOR)
+    if (flags & ~(ENGRAM_FETCH_SCALES_COL_MAJOR | ENGRAM_FETCH_ORDER_AT_WAIT))
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch_on_stream: unknown flags 0x%x", flags);
     return ENGRAM_OK;
 }
@@ -99,6 +100,8 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
         engram_status_t st = engram_gpu_host_gather_fetch(f, slot, indices, stream);
         g->wait_pending[slot] = st == ENGRAM_OK;
         g->wait_stream[slot] = stream;
+        if (st == ENGRAM_OK && !(f->flags & ENGRAM_FETCH_ORDER_AT_WAIT))
+            st = queue_wait(g, slot); /* the rows in the stream's order from here */
         return st;
     }
     /* a report entry of its own, so the slot may be taken again before the

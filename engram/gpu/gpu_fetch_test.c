@@ -50,7 +50,8 @@ typedef struct gpu_fetch {
     engram_fetch_t *f;
 } gpu_fetch_t;
 
-static void issue(harness_t *h, cudaStream_t s, const int64_t *idx, uint32_t tokens, bool col, gpu_fetch_t *out)
+static void issue_flags(harness_t *h, cudaStream_t s, const int64_t *idx, uint32_t tokens, unsigned flags,
+                        gpu_fetch_t *out)
 {
     size_t n = (size_t)tokens * EPT;
     CUDA_CHECK(cudaMalloc((void **)&out->d_idx, n * sizeof(int64_t) + 8));
@@ -58,7 +59,12 @@ static void issue(harness_t *h, cudaStream_t s, const int64_t *idx, uint32_t tok
      * pageable memory may return before its DMA lands, unordered with a
      * non-blocking stream). */
     CUDA_CHECK(cudaMemcpyAsync(out->d_idx, idx, n * sizeof(int64_t), cudaMemcpyHostToDevice, s));
-    CHECK_OK(engram_fetch_on_stream(h->table, out->d_idx, tokens, col ? ENGRAM_FETCH_SCALES_COL_MAJOR : 0, s, &out->f));
+    CHECK_OK(engram_fetch_on_stream(h->table, out->d_idx, tokens, flags, s, &out->f));
+}
+
+static void issue(harness_t *h, cudaStream_t s, const int64_t *idx, uint32_t tokens, bool col, gpu_fetch_t *out)
+{
+    issue_flags(h, s, idx, tokens, col ? ENGRAM_FETCH_SCALES_COL_MAJOR : 0, out);
 }
 
 /* Says which rows differ (this node's, other nodes', bad) and how (zero,
@@ -175,6 +181,57 @@ static void check_boundaries_and_slots(harness_t *h, cudaStream_t s)
     CHECK_STATUS(engram_fetch_on_stream(h->table, gf[0].d_idx, 1, 0, s, &extra), ENGRAM_ERR_BUSY);
     for (int k = 3; k >= 0; k--)
         CHECK_OK(finish(h, idx[k], MAX_TOKENS, false, &gf[k]));
+}
+
+/* Stream order. Without ENGRAM_FETCH_ORDER_AT_WAIT (where the rows need no
+ * host and no GPU-initiated wait), work queued right after the call
+ * follows the rows: once an event recorded then has completed, engram_test
+ * finds the fetch done. With it, work queued after engram_fetch_buffers
+ * follows them: fetch_slots fetches queued back to back, each copied out
+ * on the stream after its buffer query, bit for bit. */
+static void check_stream_order(harness_t *h, cudaStream_t s, bool at_call)
+{
+    const engram_table_params_t *p = &h->params;
+    const size_t row_bytes = (size_t)MAX_TOKENS * EPT * p->row_bytes, sf_elems = (size_t)MAX_TOKENS * EPT * p->scale_packs;
+    int64_t idx[4][MAX_TOKENS * EPT];
+    gpu_fetch_t gf[4];
+    if (at_call) {
+        make_indices(h, MAX_TOKENS, 400, idx[0]);
+        issue_flags(h, s, idx[0], MAX_TOKENS, 0, &gf[0]);
+        cudaEvent_t after;
+        CUDA_CHECK(cudaEventCreateWithFlags(&after, cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventRecord(after, s));
+        CUDA_CHECK(cudaEventSynchronize(after));
+        CUDA_CHECK(cudaEventDestroy(after));
+        CHECK_OK(engram_test(gf[0].f));
+        CHECK_OK(finish(h, idx[0], MAX_TOKENS, false, &gf[0]));
+    }
+    uint8_t *rows;
+    uint32_t *sf;
+    CUDA_CHECK(cudaMallocHost((void **)&rows, 4 * row_bytes + 1));
+    CUDA_CHECK(cudaMallocHost((void **)&sf, 4 * sf_elems * sizeof(uint32_t) + 4));
+    for (int k = 0; k < 4; k++) {
+        make_indices(h, MAX_TOKENS, 410 + (uint64_t)k, idx[k]);
+        issue_flags(h, s, idx[k], MAX_TOKENS, ENGRAM_FETCH_ORDER_AT_WAIT, &gf[k]);
+    }
+    for (int k = 0; k < 4; k++) {
+        const void *d_rows;
+        const uint32_t *d_sf;
+        CHECK_OK(engram_fetch_buffers(gf[k].f, &d_rows, &d_sf));
+        CUDA_CHECK(cudaMemcpyAsync(rows + k * row_bytes, d_rows, row_bytes, cudaMemcpyDeviceToHost, s));
+        if (sf_elems)
+            CUDA_CHECK(cudaMemcpyAsync(sf + k * sf_elems, d_sf, sf_elems * 4, cudaMemcpyDeviceToHost, s));
+    }
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    for (int k = 0; k < 4; k++) {
+        if (!harness_check(h, idx[k], MAX_TOKENS, false, rows + k * row_bytes, sf + k * sf_elems))
+            explain_mismatch(h, idx[k], MAX_TOKENS, rows + k * row_bytes);
+        CHECK_OK(engram_wait(gf[k].f, NULL, NULL));
+        CHECK_OK(engram_fetch_release(gf[k].f));
+        CUDA_CHECK(cudaFree(gf[k].d_idx));
+    }
+    CUDA_CHECK(cudaFreeHost(rows));
+    CUDA_CHECK(cudaFreeHost(sf));
 }
 
 static void check_bad_indices(harness_t *h, cudaStream_t s, bool col)
@@ -532,6 +589,8 @@ static int rank_main(engram_group_t *g, void *arg)
             check_bad_indices(&h, s, true);
         }
         check_boundaries_and_slots(&h, s);
+        if (local == engram_group_size(g)) /* rows of other nodes come when the host sees their gets */
+            check_stream_order(&h, s, !gin);
         check_repeats(&h, s, false);
         if (dtypes[d].packs)
             check_repeats(&h, s, true);

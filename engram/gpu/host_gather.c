@@ -464,8 +464,7 @@ static engram_status_t stream_error(const char *what, const char *err)
  * chunks' waits and copies (with a cache: each chunk's wait and place
  * kernel, then the hit kernel), the scales' copy, the copied word. */
 static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops,
-                                    const engram_gather_cache_t *cache, const int64_t *indices, char *rows_dst,
-                                    uint32_t *scales_dst)
+                                    const engram_gather_cache_t *cache, char *rows_dst, uint32_t *scales_dst)
 {
     void *stream = j->buf.copy_stream;
     const uint32_t row_bytes = j->src.row_bytes;
@@ -487,7 +486,9 @@ static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_
         if (err != NULL)
             return stream_error(cache != NULL ? "queueing a chunk's placing" : "queueing a chunk's copy", err);
     }
-    err = cache != NULL ? ops->hits(stream, cache->dev, indices, j->num_rows, row_bytes, rows_dst) : NULL;
+    /* the job's copy of the indices: the caller's may be rewritten on its
+     * stream once the fetch's first step has read them */
+    err = cache != NULL ? ops->hits(stream, cache->dev, j->buf.indices, j->num_rows, row_bytes, rows_dst) : NULL;
     if (err != NULL)
         return stream_error("queueing the cache's hits", err);
     if (j->src.packs > 0) {
@@ -561,7 +562,7 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
     /* posted from here on: finished again once the pool has done it */
     atomic_store_explicit(&j->finished, false, memory_order_release);
     post_job(j);
-    engram_status_t st = queue_copies(j, ops, cache, indices, rows_dst, scales_dst);
+    engram_status_t st = queue_copies(j, ops, cache, rows_dst, scales_dst);
     if (st != ENGRAM_OK)
         engram_gather_job_abandon(j); /* the waits already queued must pass */
     return st;

@@ -28,14 +28,15 @@
  *   4. on the copy stream, the scales' copy (the pool gathers them with
  *      the rows) behind the last chunk's wait, then a write of the seq
  *      into the job's copied word;
- *   5. the join (engram_gather_job_join, at the fetch's first test, wait
- *      or buffer query): the fetch's stream waits until the copied word
- *      reaches the seq.
- * Between the fetch and its join the fetch's stream is free: fetches
+ *   5. the join (engram_gather_job_join): the fetch's stream waits until
+ *      the copied word reaches the seq; queued by the fetch itself, or
+ *      with ENGRAM_FETCH_ORDER_AT_WAIT by its first test, wait or buffer
+ *      query.
+ * Between the fetch and a late join the fetch's stream is free: fetches
  * queued back to back on one stream have their indices copied at once, so
  * the pool gathers one while the copy engine moves the one before, instead
  * of idling while the stream drains each fetch's copies before it reaches
- * the next one's indices (half the rate of 512 x 24 fetches on an H200).
+ * the next one's indices.
  * The staging has a whole slot's rows, so the pool never waits for the
  * copy engine to free a buffer; chunks only pipeline gather and copy.
  *
@@ -72,8 +73,9 @@ typedef struct engram_gather_stream_ops {
      * seq may wrap); flag_dev is the flag's device address. */
     const char *(*wait_geq)(void *stream, const void *flag_dev, uint32_t value);
     const char *(*copy)(void *stream, void *dst, const void *src, size_t bytes);
-    /* The cache's rows among indices[num_rows] (the fetch's, device) into
-     * rows_dst; cache_dev is engram_gather_cache_t.dev. */
+    /* The cache's rows among indices[num_rows] (the job's index list, host
+     * memory the GPU reads) into rows_dst; cache_dev is
+     * engram_gather_cache_t.dev. */
     const char *(*hits)(void *stream, const void *cache_dev, const int64_t *indices, uint32_t num_rows,
                         uint32_t row_bytes, char *rows_dst);
     /* rows_dst[dst_rows[k]] = staged[k] for k < min(*count_dev, cap)

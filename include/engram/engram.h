@@ -140,6 +140,15 @@ ENGRAM_API engram_status_t engram_write_rows_fd(engram_table_t *table, int fd, u
                                                 uint64_t first_row, uint64_t num_rows);
 
 #define ENGRAM_FETCH_SCALES_COL_MAJOR (1u << 0) /* scales TMA-aligned column-major */
+/* engram_fetch_on_stream only: work queued on the stream sees the rows
+ * once the fetch's first engram_test, engram_wait or engram_fetch_buffers
+ * has returned, not from the call on; work queued in between overlaps the
+ * fetch. On gpu_path=host_gather that lets fetches queued back to back on
+ * one stream be gathered while the one before is copied (without it each
+ * waits on the stream for the one before's copies); a GPU-initiated
+ * transport works this way with or without it; the UVA kernel's rows are
+ * ordered at the call either way. */
+#define ENGRAM_FETCH_ORDER_AT_WAIT (1u << 1)
 
 /* Issues the gets for indices[num_tokens][entries_per_token] (global row
  * indices, 8-byte aligned: ENGRAM_ERR_INVALID otherwise) and returns at
@@ -151,9 +160,10 @@ ENGRAM_API engram_status_t engram_fetch(engram_table_t *table, const int64_t *in
  * memory, and the fetch is a kernel on `stream` (a cudaStream_t; NULL = the
  * default stream) that reads this node's rows straight from the mapped
  * shards. Stream-ordered: work queued later on `stream` sees the rows
- * without waiting (with a GPU-initiated transport, work queued after the
- * first engram_test, engram_wait or engram_fetch_buffers, which queues
- * the wait for the gets: work queued before it overlaps them);
+ * without waiting (with a GPU-initiated transport, or with
+ * ENGRAM_FETCH_ORDER_AT_WAIT, work queued after the first engram_test,
+ * engram_wait or engram_fetch_buffers, which queues the wait for the gets
+ * or the copies: work queued before it overlaps them);
  * engram_test/engram_wait complete it on the host and
  * return GPU pointers (rows, scales) and the bad-index report as for
  * engram_fetch. The kernel occupies gpu_sms SMs (config; 0 = all; auto,

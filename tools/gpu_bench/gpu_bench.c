@@ -153,7 +153,8 @@ static void fetch_issue(void *arg, int iters)
             CK(engram_wait(w->f[i % SLOTS], NULL, NULL));
             engram_fetch_release(w->f[i % SLOTS]);
         }
-        CK(engram_fetch_on_stream(w->t, w->d_idx[i % w->sh->sets], w->sh->tokens, 0, w->s, &w->f[i % SLOTS]));
+        CK(engram_fetch_on_stream(w->t, w->d_idx[i % w->sh->sets], w->sh->tokens, ENGRAM_FETCH_ORDER_AT_WAIT, w->s,
+                                  &w->f[i % SLOTS]));
     }
 }
 

@@ -130,7 +130,8 @@ static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col
     self->num_tokens = num_tokens;
     self->view_tokens = (uint32_t)x->rows;
     self->view_entries = t->flat ? (uint32_t)x->cols : t->params.entries_per_token;
-    self->flags = col_major ? ENGRAM_FETCH_SCALES_COL_MAJOR : 0;
+    /* the hook hands out rows only after engram_wait or engram_fetch_buffers */
+    self->flags = (col_major ? ENGRAM_FETCH_SCALES_COL_MAJOR : 0u) | (cuda ? ENGRAM_FETCH_ORDER_AT_WAIT : 0u);
     self->waited = 0;
     self->waiting = 0;
     self->captured = captured;
