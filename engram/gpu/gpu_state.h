@@ -53,8 +53,10 @@ typedef struct engram_gpu_table {
      * and remote stays NULL. */
     const engram_gpu_launcher_ops_t *launcher;
     engram_gpu_launch_t *launch;
-    void **wait_stream; /* [slots]: stream of an issue whose wait is not queued yet */
-    bool *wait_pending; /* [slots] */
+    /* [slots]: a fetch whose launcher wait or host-gather join is not
+     * queued yet (gpu_fetch.c's queue_wait), and its stream */
+    void **wait_stream;
+    bool *wait_pending;
     const char *local_span; /* the gather kernel's shard of routed peer first_peer */
     /* dedup=on (gpu_dedup.h): [slots][dd_cap] marking tables, then
      * [slots][dd_rows] first positions, in one GPU allocation */

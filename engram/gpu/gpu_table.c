@@ -83,7 +83,10 @@ static engram_status_t alloc_cuda(engram_table_t *t, engram_gpu_table_t *g)
     g->slot_seq = calloc((size_t)t->num_slots, sizeof(*g->slot_seq));
     g->slot_report = malloc((size_t)t->num_slots * sizeof(*g->slot_report));
     g->slot_stream = calloc((size_t)t->num_slots, sizeof(*g->slot_stream));
-    if (g->done == NULL || g->slot_seq == NULL || g->slot_report == NULL || g->slot_stream == NULL)
+    g->wait_stream = calloc((size_t)t->num_slots, sizeof(*g->wait_stream));
+    g->wait_pending = calloc((size_t)t->num_slots, sizeof(*g->wait_pending));
+    if (g->done == NULL || g->slot_seq == NULL || g->slot_report == NULL || g->slot_stream == NULL ||
+        g->wait_stream == NULL || g->wait_pending == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: out of memory for %d events", t->num_slots);
     for (int s = 0; s < t->num_slots; s++)
         g->slot_report[s] = ENGRAM_RELEASED_NO_REPORT;
@@ -239,14 +242,6 @@ static engram_status_t map_span(engram_table_t *t, engram_gpu_table_t *g, const 
 static engram_status_t attach_launcher(engram_table_t *t, engram_gpu_table_t *g)
 {
     engram_context_t *ctx = t->ctx;
-    g->wait_stream = calloc((size_t)t->num_slots, sizeof(*g->wait_stream));
-    g->wait_pending = calloc((size_t)t->num_slots, sizeof(*g->wait_pending));
-    engram_status_t st = g->wait_stream && g->wait_pending
-                             ? ENGRAM_OK
-                             : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: out of memory for %d slots", t->num_slots);
-    st = engram_group_agree(ctx->group, st);
-    if (st != ENGRAM_OK)
-        return st;
     /* the receive region and the shard as allocated (not the span's
      * mappings of them, which are imports) */
     engram_gpu_span_t span = {
