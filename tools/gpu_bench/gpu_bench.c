@@ -230,11 +230,13 @@ static void load_table(engram_group_t *g, engram_table_t *t, const bench_opts_t 
     free(buf);
 }
 
-/* The hot-row cache (--cache-pct) from a profile of PROFILE_FETCHES fetches
- * of the largest shape: index sets the timed ones do not use (other seeds,
- * the same distribution), or a trace's first steps. At most the profile's
- * distinct rows are cached. */
-enum { PROFILE_FETCHES = 16 };
+/* The hot-row cache (--cache-pct) from a profile of fetches of the
+ * largest shape: index sets the timed ones do not use (other seeds, the
+ * same distribution), or a trace's first steps. At most the profile's
+ * distinct rows are cached, so the profile has PROFILE_SAMPLES_PER_ROW
+ * samples per cached row where PROFILE_MAX_FETCHES allow, and
+ * PROFILE_MIN_FETCHES at least. */
+enum { PROFILE_MIN_FETCHES = 16, PROFILE_MAX_FETCHES = 256, PROFILE_SAMPLES_PER_ROW = 4 };
 
 static void cache_from_profile(engram_table_t *t, const target_t *tg, const workload_t *wl)
 {
@@ -244,8 +246,10 @@ static void cache_from_profile(engram_table_t *t, const target_t *tg, const work
     for (int i = 0; i < wl->nshapes; i++)
         tokens = wl->shapes[i].tokens > tokens ? wl->shapes[i].tokens : tokens;
     const size_t per = (size_t)tokens * wl->ept;
-    const uint64_t steps = wl->trace ? (wl->trace->steps < PROFILE_FETCHES ? wl->trace->steps : PROFILE_FETCHES)
-                                     : PROFILE_FETCHES;
+    uint64_t steps = (rows * PROFILE_SAMPLES_PER_ROW + per - 1) / per;
+    steps = steps < PROFILE_MIN_FETCHES ? PROFILE_MIN_FETCHES : steps > PROFILE_MAX_FETCHES ? PROFILE_MAX_FETCHES : steps;
+    if (wl->trace && wl->trace->steps < steps)
+        steps = wl->trace->steps;
     int64_t *profile = malloc(per * steps * sizeof(int64_t));
     if (profile == NULL)
         bench_gpu_fail("allocating the cache's profile", 1);
@@ -450,8 +454,9 @@ static _Noreturn void usage(int rc)
             "  --packs N       scale packs per row (default 0; 1 for FP8 rows with their scales)\n"
             "  --dist D        generated rows: uniform (default) or zipf\n"
             "  --cache-pct P   a hot-row cache of P%% of the table's rows (0..100, default 0), chosen from a\n"
-            "                  profile of 16 fetches of the largest shape the timed ones do not repeat (a\n"
-            "                  trace's first 16 steps); at most the profile's distinct rows\n");
+            "                  profile of fetches of the largest shape the timed ones do not repeat (a trace's\n"
+            "                  first steps): 4 samples per cached row, 16..256 fetches; at most the profile's\n"
+            "                  distinct rows\n");
     exit(rc);
 }
 
