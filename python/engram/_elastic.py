@@ -30,7 +30,6 @@ Where it differs from DeepEP's:
     by a later call on the buffer (see engram.Buffer).
 dispatch, combine, the PP and AGRS methods raise NotImplementedError.
 """
-import weakref
 from typing import Any, Callable, Optional, Tuple
 
 from . import _engram
@@ -118,7 +117,6 @@ class ElasticBuffer:
         self._buffer = None  # the table, made at the first engram_write
         self._layout = None  # what it was made from (_describe's dict: shape, dtype, scale packs and dtype)
         self._sf_dtype = None  # the scales' dtype, which the hook hands them back in
-        self._fetches = weakref.WeakSet()  # the fetches issued: destroy releases those tensors still view
         self._group.barrier()  # as DeepEP's constructor ends
 
     # -- sizes -----------------------------------------------------------
@@ -223,7 +221,6 @@ class ElasticBuffer:
             raise InvalidArgumentError("engram_fetch: use_tma_aligned_col_major_sf needs torch indices (the "
                                        "column-major scales are a torch tensor)")
         hook = self._buffer.engram_fetch(indices, num_qps)
-        self._fetches.add(hook._fetch)
         if self._sf_dtype is None:
             return hook  # no scales: engram's hook returns DeepEP's types already
         return _ElasticHook(hook, self._sf_dtype, use_tma_aligned_col_major_sf)
@@ -255,9 +252,7 @@ class ElasticBuffer:
         must not be used afterwards."""
         if self._buffer is None:
             return
-        for fetch in list(self._fetches):
-            if not fetch.released:
-                fetch.detach()
+        self._buffer._table.detach_fetches()
         self._buffer.destroy()
 
     def __enter__(self):

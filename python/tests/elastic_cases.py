@@ -4,6 +4,7 @@ made at the first engram_write from the storage's shape and dtype, the
 scales handed back in the dtype written (both layouts), any entries per
 token, and every refusal. FP8 storage is emulated by uint8 (torch 1.13 has
 no float8): the same bytes and the same scale path."""
+import random
 import torch
 import torch.distributed as dist
 
@@ -106,6 +107,26 @@ def case_destroy_with_live_views(ctx):
     buf.destroy()  # harmless twice
     expect(engram.StateError, buf.engram_fetch, ctx.indices, match="destroyed")
     del data, kept
+
+
+def case_destroy_after_fetches_die_in_any_order(ctx):
+    """Fetch objects ending in any order (the buffer's list of them stays
+    whole), some left alive with views or uncalled hooks: destroy detaches
+    exactly those and goes through."""
+    buf = ctx.buffer()
+    buf.engram_write(ctx.bf16)
+    kept, order = [], list(range(12))
+    random.Random(3).shuffle(order)
+    for k in order:
+        hooks = [buf.engram_fetch(ctx.indices) for _ in range(2)]
+        data = [h()[0] for h in hooks]
+        if k % 6 == 0:
+            kept.append(data[k % 4 // 2])  # a view alive at destroy (2 in all)
+        del data, hooks
+    kept.append(buf.engram_fetch(ctx.indices))  # a hook never called
+    assert torch.equal(kept[0], ctx.full_bf16[ctx.indices.view(-1).long()].view(T, -1))
+    buf.destroy()
+    del kept
 
 
 def check_sf(ctx, sf_written):

@@ -168,6 +168,7 @@ typedef struct eg_table {
     uint32_t deferred_token, deferred_entry;
     char deferred_message[1024];
     eg_torch_t torch;
+    struct eg_fetch *live; /* every Fetch object alive, newest first (GIL): detach_fetches() */
 } eg_table_t;
 extern PyTypeObject eg_TableType;
 /* _config_values(config, keys): the effective value of each key (text) for a config dict (table.c). */
@@ -197,7 +198,7 @@ typedef struct eg_fetch {
     int has_indices;
     PyObject *keep;      /* recv='cuda', torch fast path: the index tensor, kept until release */
     int tracked;         /* its rows were handed out in stream order and the table awaits its completion */
-    PyObject *weakreflist; /* engram.ElasticBuffer keeps its fetches weakly, to detach them at destroy */
+    struct eg_fetch *live_prev, *live_next; /* the table's list of live Fetch objects */
 } eg_fetch_t;
 extern PyTypeObject eg_FetchType;
 PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_major, PyObject *stream,
@@ -212,6 +213,9 @@ PyObject *eg_fetch_issue_ptr(eg_table_t *t, PyObject *args);
 PyObject *eg_fetch_issue_addr(eg_table_t *t, const void *data, long long rows, long long cols, int bits,
                               int device_type, int num_qps, int col_major, int captured, PyObject *stream,
                               PyObject *keep);
+/* Table.detach_fetches() (fetch.c): every fetch of the table not released
+ * yet is detached (engram.ElasticBuffer's destroy, DeepEP's lifetime). */
+PyObject *eg_table_detach_fetches(PyObject *self, PyObject *noargs);
 /* The hook's wait: (rows, sf) as Arrays or (as_capsules) capsules (fetch.c). */
 PyObject *eg_fetch_wait_views(eg_fetch_t *self, int as_capsules);
 

@@ -126,6 +126,11 @@ static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col
         return NULL;
     }
     self->table = (eg_table_t *)Py_NewRef((PyObject *)t);
+    self->live_prev = NULL;
+    self->live_next = t->live;
+    if (t->live != NULL)
+        t->live->live_prev = self;
+    t->live = self;
     self->f = NULL;
     self->num_tokens = num_tokens;
     self->view_tokens = (uint32_t)x->rows;
@@ -140,7 +145,6 @@ static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col
     self->fail_message = NULL;
     self->has_indices = 0;
     self->keep = NULL;
-    self->weakreflist = NULL;
     memset(&self->indices, 0, sizeof(self->indices));
     self->tracked = 0;
     int queues = num_qps > 0 && num_qps < t->queues ? num_qps : t->queues;
@@ -551,10 +555,40 @@ static PyObject *fetch_detach(eg_fetch_t *self, PyObject *noargs)
     Py_RETURN_NONE;
 }
 
+PyObject *eg_table_detach_fetches(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    eg_table_t *t = (eg_table_t *)self;
+    PyObject *held = PyList_New(0); /* strong: a detach may run code that ends other fetches */
+    if (held == NULL)
+        return NULL;
+    for (eg_fetch_t *fx = t->live; fx != NULL; fx = fx->live_next)
+        if (fx->f != NULL && PyList_Append(held, (PyObject *)fx) < 0) {
+            Py_DECREF(held);
+            return NULL;
+        }
+    PyObject *res = Py_None;
+    for (Py_ssize_t i = 0; res != NULL && i < PyList_GET_SIZE(held); i++) {
+        eg_fetch_t *fx = (eg_fetch_t *)PyList_GET_ITEM(held, i);
+        if (fx->f == NULL)
+            continue;
+        PyObject *r = fetch_detach(fx, NULL);
+        Py_XDECREF(r);
+        res = r == NULL ? NULL : Py_None;
+    }
+    Py_DECREF(held);
+    return res == NULL ? NULL : Py_NewRef(Py_None);
+}
+
 static void fetch_dealloc(eg_fetch_t *self)
 {
-    if (self->weakreflist != NULL)
-        PyObject_ClearWeakRefs((PyObject *)self);
+    eg_table_t *t = self->table;
+    if (self->live_prev != NULL)
+        self->live_prev->live_next = self->live_next;
+    else
+        t->live = self->live_next;
+    if (self->live_next != NULL)
+        self->live_next->live_prev = self->live_prev;
     /* a release nobody sees: the library's line about a timed-out one is logged */
     PyObject *pending = eg_err_take();
     (void)fetch_release_slot(self);
@@ -611,7 +645,6 @@ PyTypeObject eg_FetchType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A fetch in flight (made by Table.fetch); wait() returns its rows.",
     .tp_dealloc = (destructor)fetch_dealloc,
-    .tp_weaklistoffset = offsetof(eg_fetch_t, weakreflist),
     .tp_methods = fetch_methods,
     .tp_getset = fetch_getset,
 };

@@ -574,6 +574,9 @@ static PyObject *table_get_pending(eg_table_t *self, void *c)
 }
 
 static PyMethodDef table_methods[] = {
+    {"detach_fetches", eg_table_detach_fetches, METH_NOARGS,
+     "detach_fetches()\n--\n\nDetaches every fetch not released yet (Fetch.detach): their slots go though tensors "
+     "still view them."},
     {"write", (PyCFunction)(void (*)(void))table_write, METH_VARARGS | METH_KEYWORDS,
      "write(storage, sf=None, refused=None, fd=-1, offset=0)\n--\n\nCollective: this rank's shard [entries, hidden] "
      "(+ the global scales), or with storage None its rows read from fd at offset. refused: this rank's own "
