@@ -316,6 +316,30 @@ static void wait_finished(slot_t *s)
         sched_yield();
 }
 
+/* A table, a pool, a stream and one slot: what most tests start from. */
+typedef struct fixture {
+    table_t t;
+    engram_gather_pool_t *pool;
+    fake_stream_t st;
+    slot_t s;
+} fixture_t;
+
+static void fixture_open(fixture_t *fx, shape_t sh, int threads, uint32_t max_tokens, uint32_t ept)
+{
+    table_make(&fx->t, sh);
+    CHECK_OK(engram_gather_pool_create(threads, -1, &fx->pool));
+    stream_start(&fx->st);
+    slot_make(&fx->s, fx->pool, &fx->t, max_tokens, ept);
+}
+
+static void fixture_close(fixture_t *fx)
+{
+    stream_stop(&fx->st);
+    slot_free(&fx->s);
+    engram_gather_pool_destroy(fx->pool);
+    table_free(&fx->t);
+}
+
 /* The fetch joined on st, st drained: its rows are there, the pool done. */
 static void join_sync(slot_t *s, fake_stream_t *st)
 {
@@ -628,20 +652,11 @@ static void test_every_size(void)
 {
     static const uint64_t chunks[] = {64, 32 * 64 * 3, 64 * 1000};
     for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
-        table_t t;
-        table_make(&t, (shape_t){2, 1, 512, 64, 0, 0, 2, 0, chunks[c]});
-        engram_gather_pool_t *pool;
-        CHECK_OK(engram_gather_pool_create(3, -1, &pool));
-        fake_stream_t st;
-        stream_start(&st);
-        slot_t s;
-        slot_make(&s, pool, &t, 700, 1);
+        fixture_t fx;
+        fixture_open(&fx, (shape_t){2, 1, 512, 64, 0, 0, 2, 0, chunks[c]}, 3, 700, 1);
         for (uint32_t tokens = 1; tokens <= 700; tokens += tokens < 40 ? 1 : 13)
-            run_fetch(&t, &s, &st, tokens, 1, false, false);
-        stream_stop(&st);
-        slot_free(&s);
-        engram_gather_pool_destroy(pool);
-        table_free(&t);
+            run_fetch(&fx.t, &fx.s, &fx.st, tokens, 1, false, false);
+        fixture_close(&fx);
     }
 }
 
@@ -649,64 +664,77 @@ static void test_every_size(void)
  * waits pass at once, the pool never gathers it. */
 static void test_abandon(void)
 {
-    table_t t;
-    table_make(&t, (shape_t){1, 1, 256, 64, 0, 0, 1, 0, 1024});
-    engram_gather_pool_t *pool;
-    CHECK_OK(engram_gather_pool_create(2, -1, &pool));
-    fake_stream_t st;
-    stream_start(&st);
-    slot_t s;
-    slot_make(&s, pool, &t, 8, 8);
+    fixture_t fx;
+    fixture_open(&fx, (shape_t){1, 1, 256, 64, 0, 0, 1, 0, 1024}, 2, 8, 8);
     int64_t idx[64] = {0};
     uint32_t gate = 0;
-    CHECK(fake_wait(&st, &gate, 1) == NULL);
-    CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 8, 8, false, NULL, s.rows, NULL));
-    engram_gather_job_abandon(s.job);
+    CHECK(fake_wait(&fx.st, &gate, 1) == NULL);
+    CHECK_OK(engram_gather_job_queue(fx.s.job, &fake_ops, &fx.st, idx, 8, 8, false, NULL, fx.s.rows, NULL));
+    engram_gather_job_abandon(fx.s.job);
     __atomic_store_n(&gate, 1u, __ATOMIC_RELEASE);
-    join_sync(&s, &st); /* the pool took it and skipped its tasks */
-    stream_stop(&st);
-    slot_free(&s);
-    engram_gather_pool_destroy(pool);
-    table_free(&t);
+    join_sync(&fx.s, &fx.st); /* the pool took it and skipped its tasks */
+    fixture_close(&fx);
+}
+
+/* Two slots of 16 x 8 rows of one table and pool, and an index list for each. */
+typedef struct pair {
+    table_t t;
+    engram_gather_pool_t *pool;
+    slot_t first, second;
+    int64_t idx1[128], idx2[128];
+} pair_t;
+
+static void pair_open(pair_t *p, int64_t mult1, int64_t mult2)
+{
+    table_make(&p->t, (shape_t){2, 1, 512, 64, 1, 0, 2, 0, 2048});
+    CHECK_OK(engram_gather_pool_create(2, -1, &p->pool));
+    slot_make(&p->first, p->pool, &p->t, 16, 8);
+    slot_make(&p->second, p->pool, &p->t, 16, 8);
+    for (int r = 0; r < 128; r++) {
+        p->idx1[r] = r * mult1 % 1024;
+        p->idx2[r] = r * mult2 % 1024;
+    }
+}
+
+/* The first fetch (row-major scales) on a, the second (column-major) on
+ * b; then the second joined on b and checked. */
+static void pair_fetch_second_first(pair_t *p, fake_stream_t *a, fake_stream_t *b)
+{
+    CHECK_OK(engram_gather_job_queue(p->first.job, &fake_ops, a, p->idx1, 16, 8, false, NULL, p->first.rows,
+                                     p->first.scales_out));
+    CHECK_OK(engram_gather_job_queue(p->second.job, &fake_ops, b, p->idx2, 16, 8, true, NULL, p->second.rows,
+                                     p->second.scales_out));
+    join_sync(&p->second, b);
+    check_fetch(&p->t, &p->second, p->idx2, 16, 8, true);
+}
+
+static void pair_close(pair_t *p)
+{
+    slot_free(&p->first);
+    slot_free(&p->second);
+    engram_gather_pool_destroy(p->pool);
+    table_free(&p->t);
 }
 
 /* The pool begins jobs as their streams reach them: a job posted first
  * whose stream waits on a later job's completion does not hold the pool. */
 static void test_ready_out_of_order(void)
 {
-    table_t t;
-    table_make(&t, (shape_t){2, 1, 512, 64, 1, 0, 2, 0, 2048});
-    engram_gather_pool_t *pool;
-    CHECK_OK(engram_gather_pool_create(2, -1, &pool));
+    pair_t p;
+    pair_open(&p, 13, 29);
     fake_stream_t a, b;
     stream_start(&a);
     stream_start(&b);
-    slot_t first, second;
-    slot_make(&first, pool, &t, 16, 8);
-    slot_make(&second, pool, &t, 16, 8);
-    int64_t idx1[128], idx2[128];
-    for (int r = 0; r < 128; r++) {
-        idx1[r] = r * 13 % 1024;
-        idx2[r] = r * 29 % 1024;
-    }
     uint32_t gate = 0;
     CHECK(fake_wait(&a, &gate, 1) == NULL); /* a waits for b's fetch */
-    CHECK_OK(engram_gather_job_queue(first.job, &fake_ops, &a, idx1, 16, 8, false, NULL, first.rows,
-                                     first.scales_out));
-    CHECK_OK(engram_gather_job_queue(second.job, &fake_ops, &b, idx2, 16, 8, true, NULL, second.rows,
-                                     second.scales_out));
-    join_sync(&second, &b);
-    check_fetch(&t, &second, idx2, 16, 8, true);
-    CHECK(!engram_gather_job_finished(first.job));
+    pair_fetch_second_first(&p, &a, &b);
+    CHECK(!engram_gather_job_finished(p.first.job));
     __atomic_store_n(&gate, 1u, __ATOMIC_RELEASE);
-    join_sync(&first, &a);
-    check_fetch(&t, &first, idx1, 16, 8, false);
+    join_sync(&p.first, &a);
+    check_fetch(&p.t, &p.first, p.idx1, 16, 8, false);
     stream_stop(&a);
     stream_stop(&b);
-    slot_free(&first);
-    slot_free(&second);
-    engram_gather_pool_destroy(pool);
-    table_free(&t);
+    pair_close(&p);
 }
 
 /* Two fetches on one stream: the second is gathered, copied and joined
@@ -714,62 +742,35 @@ static void test_ready_out_of_order(void)
  * copy stream moves. */
 static void test_stream_free_before_join(void)
 {
-    table_t t;
-    table_make(&t, (shape_t){2, 1, 512, 64, 1, 0, 2, 0, 2048});
-    engram_gather_pool_t *pool;
-    CHECK_OK(engram_gather_pool_create(2, -1, &pool));
+    pair_t p;
+    pair_open(&p, 17, 31);
     fake_stream_t st;
     stream_start(&st);
-    slot_t first, second;
-    slot_make(&first, pool, &t, 16, 8);
-    slot_make(&second, pool, &t, 16, 8);
-    int64_t idx1[128], idx2[128];
-    for (int r = 0; r < 128; r++) {
-        idx1[r] = r * 17 % 1024;
-        idx2[r] = r * 31 % 1024;
-    }
     uint32_t gate = 0;
-    CHECK(fake_wait(&first.copy, &gate, 1) == NULL); /* the first's copies wait */
-    memset(first.rows, 0xee, 128 * 64);
-    CHECK_OK(engram_gather_job_queue(first.job, &fake_ops, &st, idx1, 16, 8, false, NULL, first.rows,
-                                     first.scales_out));
-    CHECK_OK(engram_gather_job_queue(second.job, &fake_ops, &st, idx2, 16, 8, true, NULL, second.rows,
-                                     second.scales_out));
-    join_sync(&second, &st);
-    check_fetch(&t, &second, idx2, 16, 8, true);
-    wait_finished(&first); /* gathered, not copied */
-    CHECK((unsigned char)first.rows[0] == 0xee && first.copy.copies == 0);
+    CHECK(fake_wait(&p.first.copy, &gate, 1) == NULL); /* the first's copies wait */
+    memset(p.first.rows, 0xee, 128 * 64);
+    pair_fetch_second_first(&p, &st, &st);
+    wait_finished(&p.first); /* gathered, not copied */
+    CHECK((unsigned char)p.first.rows[0] == 0xee && p.first.copy.copies == 0);
     __atomic_store_n(&gate, 1u, __ATOMIC_RELEASE);
-    join_sync(&first, &st);
-    check_fetch(&t, &first, idx1, 16, 8, false);
+    join_sync(&p.first, &st);
+    check_fetch(&p.t, &p.first, p.idx1, 16, 8, false);
     stream_stop(&st);
-    slot_free(&first);
-    slot_free(&second);
-    engram_gather_pool_destroy(pool);
-    table_free(&t);
+    pair_close(&p);
 }
 
 /* A seq that wraps: the waits compare cyclically. */
 static void test_seq_wraps(void)
 {
-    table_t t;
-    table_make(&t, (shape_t){1, 1, 256, 64, 0, 0, 1, 0, 1024});
-    engram_gather_pool_t *pool;
-    CHECK_OK(engram_gather_pool_create(2, -1, &pool));
-    fake_stream_t st;
-    stream_start(&st);
-    slot_t s;
-    slot_make(&s, pool, &t, 8, 8);
-    engram_gather_job_destroy(s.job);
-    *s.ready = *s.copied = UINT32_MAX - 1; /* a job's seq starts as its words */
-    CHECK_OK(engram_gather_job_create(pool, &t.src, &s.buf, t.sh.chunk_bytes, &s.job));
+    fixture_t fx;
+    fixture_open(&fx, (shape_t){1, 1, 256, 64, 0, 0, 1, 0, 1024}, 2, 8, 8);
+    engram_gather_job_destroy(fx.s.job);
+    *fx.s.ready = *fx.s.copied = UINT32_MAX - 1; /* a job's seq starts as its words */
+    CHECK_OK(engram_gather_job_create(fx.pool, &fx.t.src, &fx.s.buf, fx.t.sh.chunk_bytes, &fx.s.job));
     for (int i = 0; i < 4; i++)
-        run_fetch(&t, &s, &st, 8, 8, false, false);
-    CHECK(*s.ready == 2u && *s.copied == 2u);
-    stream_stop(&st);
-    slot_free(&s);
-    engram_gather_pool_destroy(pool);
-    table_free(&t);
+        run_fetch(&fx.t, &fx.s, &fx.st, 8, 8, false, false);
+    CHECK(*fx.s.ready == 2u && *fx.s.copied == 2u);
+    fixture_close(&fx);
 }
 
 static void test_pool_args(void)
