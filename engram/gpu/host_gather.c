@@ -166,14 +166,21 @@ static void prefetch_row(const engram_gather_job_t *j, uint32_t row)
 }
 
 /* With a cache: the task's rows the cache holds (bit i: row lo + i),
- * their scales put (the hit kernel writes only rows), and their count. */
+ * their scales put (the hit kernel writes only rows), and their count.
+ * A large cache's index is far bigger than the CPUs' caches, so each probe
+ * is a DRAM miss, as costly as a row's gather: the task's probes are
+ * prefetched together, and only keys are read (the slot is the GPU's to
+ * know). */
 static uint64_t task_hits(engram_gather_job_t *j, uint32_t lo, uint32_t hi, uint64_t *count)
 {
     uint64_t mask = 0;
     *count = 0;
+    for (uint32_t r = lo; r < hi; r++)
+        if (j->buf.indices[r] >= 0)
+            __builtin_prefetch(&j->hot.keys[engram_hot_home(j->buf.indices[r], j->hot.log2)], 0, 3);
     for (uint32_t r = lo; r < hi; r++) {
         const int64_t idx = j->buf.indices[r];
-        if (engram_hot_find(&j->hot, idx) == ENGRAM_HOT_MISS)
+        if (engram_hot_probe(&j->hot, idx) == UINT64_MAX)
             continue;
         mask |= (uint64_t)1 << (r - lo);
         (*count)++;
