@@ -147,7 +147,8 @@ ENGRAM_API engram_status_t engram_write_rows_fd(engram_table_t *table, int fd, u
  * one stream be gathered while the one before is copied (without it each
  * waits on the stream for the one before's copies); a GPU-initiated
  * transport works this way with or without it; the UVA kernel's rows are
- * ordered at the call either way. */
+ * ordered at the call either way. The stream must still exist at that
+ * first call, which queues work on it. */
 #define ENGRAM_FETCH_ORDER_AT_WAIT (1u << 1)
 
 /* Issues the gets for indices[num_tokens][entries_per_token] (global row
