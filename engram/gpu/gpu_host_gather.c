@@ -385,8 +385,8 @@ engram_status_t engram_gpu_host_gather_fetch(engram_fetch_slot_t *f, int slot, c
                                                  (f->flags & ENGRAM_FETCH_SCALES_COL_MAJOR) != 0,
                                                  g->hot != NULL ? &cache : NULL, f->rows, f->scales_out);
     if (st != ENGRAM_OK) {
-        /* what was queued writes into the slot: done before it is free */
-        engram_gather_job_abandon(h->jobs[slot]);
+        /* what was queued (the job abandoned, so it passes) writes into the
+         * slot: done before it is free */
         cudaStreamSynchronize(h->copy_streams[slot]);
         cudaStreamSynchronize((cudaStream_t)stream);
     }

@@ -558,8 +558,10 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
     atomic_store_explicit(&j->next_task, 0, memory_order_relaxed);
     atomic_store_explicit(&j->abandoned, false, memory_order_relaxed);
     const char *err = ops->copy(stream, j->buf.indices, indices, num_rows * sizeof(*indices));
-    if (err != NULL)
+    if (err != NULL) {
+        engram_gather_job_abandon(j);
         return stream_error("queueing the indices' copy", err);
+    }
     j->seq++;
     err = ops->write(stream, j->buf.ready_dev, j->seq);
     if (err != NULL) {

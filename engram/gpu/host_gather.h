@@ -168,9 +168,10 @@ void engram_gather_job_destroy(engram_gather_job_t *job);
  * 1-4 above, queued on `stream` and the job's copy stream; indices is the fetch's index list
  * wherever the stream's copy can read it; cache NULL, or the hot-row cache
  * (the job's buffers then have dst_rows and counts). The job must be idle
- * (its last fetch finished, engram_gather_job_finished). On an error
+ * (its last fetch finished, engram_gather_job_finished). A call refused
+ * for its arguments or the job's state queues nothing; on a stream error
  * nothing more is queued and the job is abandoned (the waits already
- * queued let the stream pass). */
+ * queued let both streams pass). */
 engram_status_t engram_gather_job_queue(engram_gather_job_t *job, const engram_gather_stream_ops_t *ops, void *stream,
                                         const int64_t *indices, uint32_t num_tokens, uint32_t entries_per_token,
                                         bool scales_col_major, const engram_gather_cache_t *cache, char *rows_dst,

@@ -567,17 +567,17 @@ PyObject *eg_table_detach_fetches(PyObject *self, PyObject *noargs)
             Py_DECREF(held);
             return NULL;
         }
-    PyObject *res = Py_None;
-    for (Py_ssize_t i = 0; res != NULL && i < PyList_GET_SIZE(held); i++) {
+    int ok = 1;
+    for (Py_ssize_t i = 0; ok && i < PyList_GET_SIZE(held); i++) {
         eg_fetch_t *fx = (eg_fetch_t *)PyList_GET_ITEM(held, i);
-        if (fx->f == NULL)
+        if (fx->f == NULL) /* ended by an earlier one's detach */
             continue;
         PyObject *r = fetch_detach(fx, NULL);
+        ok = r != NULL;
         Py_XDECREF(r);
-        res = r == NULL ? NULL : Py_None;
     }
     Py_DECREF(held);
-    return res == NULL ? NULL : Py_NewRef(Py_None);
+    return ok ? Py_NewRef(Py_None) : NULL;
 }
 
 static void fetch_dealloc(eg_fetch_t *self)
