@@ -293,17 +293,39 @@ __global__ void __launch_bounds__(kThreads, 1) copy_repeats(const uint32_t *firs
     }
 }
 
-// The hot-row cache's rows of a fetch (host_gather: the pool skips them).
+// host_gather with a cache: each row's cache slot (GPU memory) and a hit
+// bit per row (host memory the pool reads once the stream has run this),
+// one warp per 32 rows, so each mask word is one store.
+__global__ void __launch_bounds__(kThreads, 1) hot_probe(const engram_hot_hash_t hash, const int64_t *indices,
+                                                         uint32_t num_rows, uint32_t *slots, uint32_t *hit_mask)
+{
+    const uint32_t lane = threadIdx.x % 32;
+    const uint64_t nthreads = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t base = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x - lane; base < num_rows;
+         base += nthreads) {
+        const uint64_t row = base + lane;
+        uint32_t slot = ENGRAM_HOT_MISS;
+        if (row < num_rows) {
+            slot = engram_hot_find(&hash, indices[row]);
+            slots[row] = slot;
+        }
+        const uint32_t bits = __ballot_sync(0xffffffffu, slot != ENGRAM_HOT_MISS);
+        if (lane == 0)
+            hit_mask[base / 32] = bits;
+    }
+    __threadfence_system(); // the bits before the stream's next write, which starts the pool
+}
+
+// host_gather with a cache: the rows the probe found, from the cache.
 template <typename V>
-__global__ void __launch_bounds__(kThreads, 1) hot_hits(const engram_hot_hash_t hash, const V *hot_rows,
-                                                       const int64_t *indices, uint32_t num_rows, uint32_t vpr,
-                                                       V *rows)
+__global__ void __launch_bounds__(kThreads, 1) hot_hits(const V *hot_rows, const uint32_t *slots, uint32_t num_rows,
+                                                       uint32_t vpr, V *rows)
 {
     const uint64_t total = (uint64_t)num_rows * vpr;
     const uint64_t nthreads = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t c = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; c < total; c += nthreads) {
         const uint32_t row = (uint32_t)(c / vpr), j = (uint32_t)(c - (uint64_t)row * vpr);
-        const uint32_t slot = engram_hot_find(&hash, indices[row]);
+        const uint32_t slot = slots[row];
         if (slot != ENGRAM_HOT_MISS)
             rows[c] = hot_rows[(uint64_t)slot * vpr + j];
     }
@@ -365,6 +387,8 @@ extern "C" int engram_gpu_kernels_load(void)
                     e = cudaFuncGetAttributes(&attr, place_rows<V>);
                 return e == cudaSuccess ? cudaFuncGetAttributes(&attr, engram_fetch_wait_impl<V>) : e;
             });
+    if (ce == cudaSuccess)
+        ce = cudaFuncGetAttributes(&attr, hot_probe);
     return ce == cudaSuccess ? cudaFuncGetAttributes(&attr, mark_firsts) : ce;
 }
 
@@ -412,13 +436,20 @@ extern "C" int engram_gpu_scatter_launch(const char *staged, const uint32_t *dst
     });
 }
 
-extern "C" int engram_gpu_hot_hits_launch(const engram_hot_hash_t *hash, const char *hot_rows, const int64_t *indices,
-                                          uint32_t num_rows, uint32_t row_bytes, char *rows, int blocks, void *stream)
+extern "C" int engram_gpu_hot_probe_launch(const engram_hot_hash_t *hash, const int64_t *indices, uint32_t num_rows,
+                                           uint32_t *slots, uint32_t *hit_mask, int blocks, void *stream)
+{
+    hot_probe<<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(*hash, indices, num_rows, slots, hit_mask);
+    return cudaGetLastError();
+}
+
+extern "C" int engram_gpu_hot_hits_launch(const char *hot_rows, const uint32_t *slots, uint32_t num_rows,
+                                          uint32_t row_bytes, char *rows, int blocks, void *stream)
 {
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     return by_vector(row_bytes, [&](auto v) {
         using V = decltype(v);
-        hot_hits<V><<<blocks, kThreads, 0, s>>>(*hash, reinterpret_cast<const V *>(hot_rows), indices, num_rows,
+        hot_hits<V><<<blocks, kThreads, 0, s>>>(reinterpret_cast<const V *>(hot_rows), slots, num_rows,
                                                 row_bytes / (uint32_t)sizeof(V), reinterpret_cast<V *>(rows));
         return cudaGetLastError();
     });

@@ -329,6 +329,11 @@ static void check_cache(harness_t *h, cudaStream_t s, bool packs, bool firsts_on
     CHECK_OK(finish(h, idx, MAX_TOKENS, false, &gf));
     CHECK_OK(engram_table_stats(h->table, &st1));
     CHECK(st1.cache_hits - st0.cache_hits == want);
+    /* the caller's indices rewritten on the stream right after the call
+     * (the join left to the wait): every part of the fetch read them first */
+    issue_flags(h, s, idx, MAX_TOKENS, ENGRAM_FETCH_ORDER_AT_WAIT, &gf);
+    CUDA_CHECK(cudaMemsetAsync(gf.d_idx, 0xff, (size_t)MAX_TOKENS * EPT * sizeof(int64_t), s));
+    CHECK_OK(finish(h, idx, MAX_TOKENS, false, &gf));
     /* a write reloads the cache: new rows from it, then the old ones again */
     write_flat(h, 0x5a);
     issue(h, s, idx, MAX_TOKENS, false, &gf);

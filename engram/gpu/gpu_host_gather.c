@@ -26,6 +26,9 @@ struct engram_gpu_host {
     uint32_t *counts;               /* pinned, mapped [slots][max_chunks]: staged misses (with a cache) */
     const uint32_t *counts_dev;
     uint32_t *dst_rows;             /* pinned [slots][slot_rows]: a staged miss's receive row */
+    uint32_t *hit_mask;             /* pinned, mapped [slots][mask_words]: the cache probe's hit bits */
+    uint32_t *hit_slots;            /* GPU [slots][slot_rows]: the cache probe's slots */
+    uint64_t mask_words;
     uint32_t *ready;                /* pinned, mapped [slots]: each job's ready word */
     uint32_t *ready_dev;
     uint32_t *copied;               /* pinned, mapped [slots]: each job's copied word */
@@ -59,12 +62,21 @@ static const char *cuda_copy(void *stream, void *dst, const void *src, size_t by
 /* The cache's kernels run on the table's SMs (gpu_sms: every SM by
  * default): short, and many loads in flight hide PCIe's and the index's
  * latency. */
-static const char *cuda_hits(void *stream, const void *cache_dev, const int64_t *indices, uint32_t num_rows,
+static const char *cuda_probe(void *stream, const void *cache_dev, const int64_t *indices, uint32_t num_rows,
+                              uint32_t *slots_dev, uint32_t *hit_mask)
+{
+    const engram_gpu_hot_t *hot = cache_dev;
+    cudaError_t ce = (cudaError_t)engram_gpu_hot_probe_launch(&hot->dev, indices, num_rows, slots_dev, hit_mask,
+                                                              hot->blocks, stream);
+    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
+}
+
+static const char *cuda_hits(void *stream, const void *cache_dev, const uint32_t *slots_dev, uint32_t num_rows,
                              uint32_t row_bytes, char *rows_dst)
 {
     const engram_gpu_hot_t *hot = cache_dev;
-    cudaError_t ce = (cudaError_t)engram_gpu_hot_hits_launch(&hot->dev, hot->rows_dev, indices, num_rows, row_bytes,
-                                                             rows_dst, hot->blocks, stream);
+    cudaError_t ce = (cudaError_t)engram_gpu_hot_hits_launch(hot->rows_dev, slots_dev, num_rows, row_bytes, rows_dst,
+                                                             hot->blocks, stream);
     return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
 }
 
@@ -81,6 +93,7 @@ static const engram_gather_stream_ops_t cuda_stream_ops = {
     .write = cuda_write,
     .wait_geq = cuda_wait_geq,
     .copy = cuda_copy,
+    .probe = cuda_probe,
     .hits = cuda_hits,
     .place = cuda_place,
 };
@@ -146,6 +159,11 @@ static engram_status_t alloc_pinned(engram_table_t *t, engram_gpu_host_t *h)
         ce = cudaHostGetDevicePointer((void **)&h->counts_dev, h->counts, 0);
     if (ce == cudaSuccess)
         ce = cudaHostAlloc((void **)&h->dst_rows, slots * z->slot_rows * sizeof(*h->dst_rows), cudaHostAllocMapped);
+    h->mask_words = (z->slot_rows + 31) / 32;
+    if (ce == cudaSuccess)
+        ce = cudaHostAlloc((void **)&h->hit_mask, slots * h->mask_words * sizeof(*h->hit_mask), cudaHostAllocMapped);
+    if (ce == cudaSuccess)
+        ce = cudaMalloc((void **)&h->hit_slots, slots * z->slot_rows * sizeof(*h->hit_slots));
     if (ce == cudaSuccess)
         ce = cudaHostAlloc((void **)&h->ready, slots * sizeof(*h->ready), cudaHostAllocMapped);
     if (ce == cudaSuccess)
@@ -232,6 +250,8 @@ static engram_status_t make_jobs(engram_table_t *t, engram_gpu_table_t *g, engra
             .dst_rows = h->dst_rows + (uint64_t)s * z->slot_rows,
             .counts = h->counts + (uint64_t)s * h->max_chunks,
             .counts_dev = h->counts_dev + (uint64_t)s * h->max_chunks,
+            .hit_mask = h->hit_mask + (uint64_t)s * h->mask_words,
+            .hit_slots = h->hit_slots + (uint64_t)s * z->slot_rows,
             .ready = h->ready + s,
             .ready_dev = h->ready_dev + s,
             .copied = h->copied + s,
@@ -305,6 +325,8 @@ void engram_gpu_host_gather_destroy(engram_table_t *t, engram_gpu_table_t *g)
     cudaFreeHost(h->counts);
     cudaFreeHost(h->ready);
     cudaFreeHost(h->dst_rows);
+    cudaFreeHost(h->hit_mask);
+    cudaFree(h->hit_slots);
     cudaFreeHost(h->scales_stage);
     cudaFreeHost(h->staging);
     cudaFreeHost(h->indices);
@@ -378,12 +400,10 @@ engram_status_t engram_gpu_host_gather_fetch(engram_fetch_slot_t *f, int slot, c
     engram_table_t *t = f->table;
     engram_gpu_table_t *g = t->gpu;
     engram_gpu_host_t *h = g->host;
-    const engram_gather_cache_t cache = {.host = g->hot != NULL ? g->hot->host : (engram_hot_hash_t){0},
-                                         .dev = g->hot};
     engram_status_t st = engram_gather_job_queue(h->jobs[slot], &cuda_stream_ops, stream, indices, f->num_tokens,
                                                  t->params.entries_per_token,
                                                  (f->flags & ENGRAM_FETCH_SCALES_COL_MAJOR) != 0,
-                                                 g->hot != NULL ? &cache : NULL, f->rows, f->scales_out);
+                                                 g->hot, f->rows, f->scales_out);
     if (st != ENGRAM_OK) {
         /* what was queued (the job abandoned, so it passes) writes into the
          * slot: done before it is free */

@@ -329,9 +329,11 @@ engram_status_t engram_gpu_table_create(engram_context_t *ctx, engram_table_t *t
     st = engram_fd_allgather(ctx->group, my_fd, fds);
     if (st == ENGRAM_OK) {
         st = engram_group_agree(ctx->group, map_span(t, g, fds));
-        /* gpu_sms is each rank's own: every rank agrees, calibrating or not */
+        /* gpu_sms is each rank's own: every rank agrees, calibrating or not.
+         * host_gather runs no gather kernel to time: its cache's short
+         * kernels take every SM. */
         if (st == ENGRAM_OK)
-            st = engram_group_agree(ctx->group, ctx->cfg.gpu_sms == ENGRAM_CONFIG_INT_AUTO
+            st = engram_group_agree(ctx->group, ctx->cfg.gpu_sms == ENGRAM_CONFIG_INT_AUTO && !g->host_path
                                                     ? engram_gpu_sms_calibrate(t, g, g->sms)
                                                     : ENGRAM_OK);
         for (int r = 0; r < n; r++)

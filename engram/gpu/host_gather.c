@@ -47,7 +47,7 @@ struct engram_gather_job {
     uint32_t task_rows;
     uint32_t num_rows, num_tokens, entries_per_token, num_chunks, num_tasks;
     bool col_major;
-    engram_hot_hash_t hot; /* this fetch's cache index; log2 0 without one */
+    bool cached; /* this fetch's rows go through the cache: the probe's hit bits tell the misses */
     atomic_uint next_task;
     atomic_ullong bad_count, bad_first, hits;
     atomic_bool abandoned;
@@ -165,27 +165,19 @@ static void prefetch_row(const engram_gather_job_t *j, uint32_t row)
         __builtin_prefetch(p + off, 0, 3);
 }
 
-/* With a cache: the task's rows the cache holds (bit i: row lo + i),
- * their scales put (the hit kernel writes only rows), and their count.
- * A large cache's index is far bigger than the CPUs' caches, so each probe
- * is a DRAM miss, as costly as a row's gather: the task's probes are
- * prefetched together, and only keys are read (the slot is the GPU's to
- * know). */
+/* With a cache: the task's rows the cache holds (bit i: row lo + i, from
+ * the probe's hit bits), their scales put (the hit kernel writes only
+ * rows), and their count. */
 static uint64_t task_hits(engram_gather_job_t *j, uint32_t lo, uint32_t hi, uint64_t *count)
 {
     uint64_t mask = 0;
-    *count = 0;
     for (uint32_t r = lo; r < hi; r++)
-        if (j->buf.indices[r] >= 0)
-            __builtin_prefetch(&j->hot.keys[engram_hot_home(j->buf.indices[r], j->hot.log2)], 0, 3);
-    for (uint32_t r = lo; r < hi; r++) {
-        const int64_t idx = j->buf.indices[r];
-        if (engram_hot_probe(&j->hot, idx) == UINT64_MAX)
-            continue;
-        mask |= (uint64_t)1 << (r - lo);
-        (*count)++;
-        if (j->src.packs > 0)
-            put_scales(j, r, idx, true);
+        if (__atomic_load_n(&j->buf.hit_mask[r / 32], __ATOMIC_RELAXED) >> (r % 32) & 1u)
+            mask |= (uint64_t)1 << (r - lo);
+    *count = (uint64_t)__builtin_popcountll(mask);
+    for (uint64_t m = mask; j->src.packs > 0 && m != 0; m &= m - 1) {
+        const uint32_t r = lo + (uint32_t)__builtin_ctzll(m);
+        put_scales(j, r, j->buf.indices[r], true);
     }
     return mask;
 }
@@ -199,7 +191,7 @@ static void run_task(engram_gather_job_t *j, uint32_t task)
     const uint32_t hi = lo + j->task_rows < j->num_rows ? lo + j->task_rows : j->num_rows;
     const uint32_t chunk = lo / j->chunk_rows;
     uint64_t bad = 0, first_bad = UINT64_MAX, hits = 0, skip = 0, at = lo;
-    if (j->hot.log2 != 0) {
+    if (j->cached) {
         skip = task_hits(j, lo, hi, &hits);
         const uint32_t misses = (hi - lo) - (uint32_t)hits;
         at = (uint64_t)chunk * j->chunk_rows +
@@ -215,7 +207,7 @@ static void run_task(engram_gather_job_t *j, uint32_t task)
     for (uint32_t i = 0; i < m; i++) {
         if (i + PREFETCH_ROWS < m)
             prefetch_row(j, rows[i + PREFETCH_ROWS]);
-        if (j->hot.log2 != 0)
+        if (j->cached)
             j->buf.dst_rows[at + i] = rows[i];
         gather_row(j, rows[i], at + i, &bad, &first_bad);
     }
@@ -229,7 +221,7 @@ static void run_task(engram_gather_job_t *j, uint32_t task)
     }
     /* acq_rel: every task of the chunk happens before the flag's store */
     if (atomic_fetch_sub_explicit(&j->chunk_left[chunk], 1, memory_order_acq_rel) == 1) {
-        if (j->hot.log2 != 0)
+        if (j->cached)
             __atomic_store_n(&j->buf.counts[chunk], atomic_load_explicit(&j->chunk_fill[chunk], memory_order_relaxed),
                              __ATOMIC_RELAXED);
         __atomic_store_n(&j->buf.flags[chunk], 1u, __ATOMIC_RELEASE);
@@ -469,9 +461,9 @@ static engram_status_t stream_error(const char *what, const char *err)
 
 /* Steps 3-4 on the copy stream: the wait for the fetch's stream, the
  * chunks' waits and copies (with a cache: each chunk's wait and place
- * kernel, then the hit kernel), the scales' copy, the copied word. */
+ * kernel), the scales' copy, the copied word. */
 static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops,
-                                    const engram_gather_cache_t *cache, char *rows_dst, uint32_t *scales_dst)
+                                    const void *cache_dev, char *rows_dst, uint32_t *scales_dst)
 {
     void *stream = j->buf.copy_stream;
     const uint32_t row_bytes = j->src.row_bytes;
@@ -484,20 +476,15 @@ static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_
         err = ops->wait_geq(stream, (const uint32_t *)j->buf.flags_dev + c, 1u);
         if (err != NULL)
             return stream_error("queueing the wait for a chunk", err);
-        if (cache != NULL)
-            err = ops->place(stream, cache->dev, j->buf.staging + first * row_bytes, j->buf.dst_rows + first,
+        if (cache_dev != NULL)
+            err = ops->place(stream, cache_dev, j->buf.staging + first * row_bytes, j->buf.dst_rows + first,
                              (const uint32_t *)j->buf.counts_dev + c, (uint32_t)rows, row_bytes, rows_dst);
         else
             err = ops->copy(stream, rows_dst + first * row_bytes, j->buf.staging + first * row_bytes,
                             rows * row_bytes);
         if (err != NULL)
-            return stream_error(cache != NULL ? "queueing a chunk's placing" : "queueing a chunk's copy", err);
+            return stream_error(cache_dev != NULL ? "queueing a chunk's placing" : "queueing a chunk's copy", err);
     }
-    /* the job's copy of the indices: the caller's may be rewritten on its
-     * stream once the fetch's first step has read them */
-    err = cache != NULL ? ops->hits(stream, cache->dev, j->buf.indices, j->num_rows, row_bytes, rows_dst) : NULL;
-    if (err != NULL)
-        return stream_error("queueing the cache's hits", err);
     if (j->src.packs > 0) {
         uint64_t elems = j->col_major
                              ? (uint64_t)j->entries_per_token * j->src.packs * engram_scales_col_stride(j->num_tokens)
@@ -512,14 +499,15 @@ static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_
 
 engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops, void *stream,
                                         const int64_t *indices, uint32_t num_tokens, uint32_t entries_per_token,
-                                        bool scales_col_major, const engram_gather_cache_t *cache, char *rows_dst,
+                                        bool scales_col_major, const void *cache_dev, char *rows_dst,
                                         uint32_t *scales_dst)
 {
     if (!atomic_load_explicit(&j->finished, memory_order_acquire))
         return ENGRAM_ERROR(ENGRAM_ERR_STATE, "host_gather fetch: the slot's last gather is still running");
-    if (cache != NULL && (cache->host.log2 == 0 || j->buf.dst_rows == NULL || j->buf.counts == NULL))
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "host_gather fetch: a cache needs its index and the job's dst_rows "
-                                                "and counts");
+    if (cache_dev != NULL &&
+        (j->buf.dst_rows == NULL || j->buf.counts == NULL || j->buf.hit_mask == NULL || j->buf.hit_slots == NULL))
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "host_gather fetch: a cache needs the job's dst_rows, counts, "
+                                                "hit_mask and hit_slots");
     const uint64_t num_rows = (uint64_t)num_tokens * entries_per_token;
     if (num_rows > j->buf.max_rows)
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "host_gather fetch: %llu rows exceed the slot's %llu",
@@ -529,7 +517,7 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
     atomic_store_explicit(&j->hits, 0, memory_order_relaxed);
     if (num_rows == 0)
         return ENGRAM_OK;
-    j->hot = cache != NULL ? cache->host : (engram_hot_hash_t){0};
+    j->cached = cache_dev != NULL;
     j->num_rows = (uint32_t)num_rows;
     j->num_tokens = num_tokens;
     j->entries_per_token = entries_per_token;
@@ -538,7 +526,7 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
      * CACHE_CHUNK_SPAN times the rows, so each place kernel still moves
      * about a chunk's bytes (at 512 KiB chunks the kernels' fixed cost
      * per chunk, not PCIe, bounded a 4 GiB table's rate). */
-    const uint64_t span = cache != NULL ? CACHE_CHUNK_SPAN : 1;
+    const uint64_t span = cache_dev != NULL ? CACHE_CHUNK_SPAN : 1;
     const uint64_t chunk_bytes = j->chunk_bytes > UINT64_MAX / span ? UINT64_MAX : j->chunk_bytes * span;
     j->num_chunks = plan(num_rows, j->src.row_bytes, chunk_bytes, &j->task_rows, &j->chunk_rows);
     if (j->num_chunks > j->buf.max_chunks) /* engram_gather_max_chunks bounds every fetch of the slot */
@@ -557,10 +545,15 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
     }
     atomic_store_explicit(&j->next_task, 0, memory_order_relaxed);
     atomic_store_explicit(&j->abandoned, false, memory_order_relaxed);
+    const char *what = "queueing the indices' copy";
     const char *err = ops->copy(stream, j->buf.indices, indices, num_rows * sizeof(*indices));
+    if (err == NULL && cache_dev != NULL) {
+        what = "queueing the cache's probe";
+        err = ops->probe(stream, cache_dev, j->buf.indices, j->num_rows, j->buf.hit_slots, j->buf.hit_mask);
+    }
     if (err != NULL) {
         engram_gather_job_abandon(j);
-        return stream_error("queueing the indices' copy", err);
+        return stream_error(what, err);
     }
     j->seq++;
     err = ops->write(stream, j->buf.ready_dev, j->seq);
@@ -571,7 +564,13 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
     /* posted from here on: finished again once the pool has done it */
     atomic_store_explicit(&j->finished, false, memory_order_release);
     post_job(j);
-    engram_status_t st = queue_copies(j, ops, cache, rows_dst, scales_dst);
+    engram_status_t st = queue_copies(j, ops, cache_dev, rows_dst, scales_dst);
+    /* the hits on the fetch's stream, beside the pool's gather of the misses */
+    err = st == ENGRAM_OK && cache_dev != NULL
+              ? ops->hits(stream, cache_dev, j->buf.hit_slots, j->num_rows, j->src.row_bytes, rows_dst)
+              : NULL;
+    if (err != NULL)
+        st = stream_error("queueing the cache's hits", err);
     if (st != ENGRAM_OK)
         engram_gather_job_abandon(j); /* the waits already queued must pass */
     return st;

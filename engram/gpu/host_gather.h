@@ -40,16 +40,19 @@
  * The staging has a whole slot's rows, so the pool never waits for the
  * copy engine to free a buffer; chunks only pipeline gather and copy.
  *
- * With a hot-row cache (engram_gather_cache_t) the rows it holds are not
- * gathered, and the PCIe bytes are the misses': the pool stages each
- * chunk's misses back to back at the chunk's start with their receive rows
- * beside them (dst_rows) and their count (counts[k], written before the
- * flag); per chunk a kernel places the staged rows (ops->place: it reads
- * the count the pool wrote, so no size has to be known when the fetch is
- * queued, which a copy needs), and after the last one a kernel serves the
- * hits from the GPU's memory (ops->hits: at the end, so the first chunk
- * waits for nothing but the pool). Scales of every row come from the pool
- * as without a cache.
+ * With a hot-row cache the GPU tells hits from misses, so the pool never
+ * probes the cache's index (each probe of a large index is a DRAM miss, as
+ * costly as a row's gather): on the fetch's stream, between steps 1 and 2,
+ * a probe kernel reads the job's index list and writes each row's cache
+ * slot (GPU memory) and a hit bit per row (hit_mask, host memory); after
+ * step 2 a kernel copies the hits from the cache's rows, on the fetch's
+ * stream while the pool gathers the misses. The pool stages each chunk's
+ * misses back to back at the chunk's start with their receive rows beside
+ * them (dst_rows) and their count (counts[k], written before the flag); per
+ * chunk a kernel on the copy stream places the staged rows (ops->place: it
+ * reads the count the pool wrote, so no size has to be known when the
+ * fetch is queued, which a copy needs). Scales of every row come from the
+ * pool as without a cache.
  *
  * This file is CUDA-free: the stream operations come through
  * engram_gather_stream_ops_t (CUDA's in gpu_host_gather.c, a host fake in
@@ -60,7 +63,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "engram/gpu/hot_hash.h"
 #include "hal/routing.h"
 #include "hal/status.h"
 
@@ -73,10 +75,16 @@ typedef struct engram_gather_stream_ops {
      * seq may wrap); flag_dev is the flag's device address. */
     const char *(*wait_geq)(void *stream, const void *flag_dev, uint32_t value);
     const char *(*copy)(void *stream, void *dst, const void *src, size_t bytes);
-    /* The cache's rows among indices[num_rows] (the job's index list, host
-     * memory the GPU reads) into rows_dst; cache_dev is
-     * engram_gather_cache_t.dev. */
-    const char *(*hits)(void *stream, const void *cache_dev, const int64_t *indices, uint32_t num_rows,
+    /* The cache's probe of indices[num_rows] (the job's index list, host
+     * memory the GPU reads): row r's cache slot, or ENGRAM_HOT_MISS, into
+     * slots_dev[r] (GPU memory), and bit r % 32 of hit_mask[r / 32] (host
+     * memory the GPU writes, every word of the rows) set for a hit;
+     * cache_dev is the cache (engram_gather_job_queue's). */
+    const char *(*probe)(void *stream, const void *cache_dev, const int64_t *indices, uint32_t num_rows,
+                         uint32_t *slots_dev, uint32_t *hit_mask);
+    /* rows_dst[r] = the cache's row slots_dev[r] for each r < num_rows
+     * the probe found. */
+    const char *(*hits)(void *stream, const void *cache_dev, const uint32_t *slots_dev, uint32_t num_rows,
                         uint32_t row_bytes, char *rows_dst);
     /* rows_dst[dst_rows[k]] = staged[k] for k < min(*count_dev, cap)
      * (host memory the GPU reads; written by the pool before the chunk's
@@ -84,13 +92,6 @@ typedef struct engram_gather_stream_ops {
     const char *(*place)(void *stream, const void *cache_dev, const char *staged, const uint32_t *dst_rows,
                          const uint32_t *count_dev, uint32_t cap, uint32_t row_bytes, char *rows_dst);
 } engram_gather_stream_ops_t;
-
-/* A hot-row cache: the pool's copy of its index (hot_hash.h), and the
- * GPU's, opaque here. */
-typedef struct engram_gather_cache {
-    engram_hot_hash_t host;
-    const void *dev;
-} engram_gather_cache_t;
 
 /* Where a table's rows are, for the pool: the routing of hal/routing.h over
  * the node's shards mapped back to back (the GPU kernel's addressing). */
@@ -152,9 +153,12 @@ typedef struct engram_gather_buffers {
     uint32_t *copied;        /* the job's copied word (step 4), and its device address */
     void *copied_dev;
     void *copy_stream;       /* steps 3-4's stream, the job's own */
-    uint32_t *dst_rows;      /* [max_rows]: a staged row's receive row (with a cache); NULL without */
-    uint32_t *counts;        /* [max_chunks]: a chunk's staged rows (with a cache); NULL without */
+    /* with a cache (NULL without): */
+    uint32_t *dst_rows;      /* [max_rows]: a staged row's receive row */
+    uint32_t *counts;        /* [max_chunks]: a chunk's staged rows */
     const void *counts_dev;
+    uint32_t *hit_mask;      /* [(max_rows + 31) / 32]: the probe's hit bits */
+    uint32_t *hit_slots;     /* [max_rows], GPU memory: the probe's cache slots */
     uint64_t max_rows;
     uint32_t max_chunks;     /* engram_gather_max_chunks(max_rows, ...) */
 } engram_gather_buffers_t;
@@ -165,16 +169,17 @@ engram_status_t engram_gather_job_create(engram_gather_pool_t *pool, const engra
 void engram_gather_job_destroy(engram_gather_job_t *job);
 
 /* One fetch's rows and scales into rows_dst / scales_dst (device), steps
- * 1-4 above, queued on `stream` and the job's copy stream; indices is the fetch's index list
- * wherever the stream's copy can read it; cache NULL, or the hot-row cache
- * (the job's buffers then have dst_rows and counts). The job must be idle
+ * 1-4 above, queued on `stream` and the job's copy stream; indices is the
+ * fetch's index list wherever the stream's copy can read it; cache_dev
+ * NULL, or the hot-row cache as ops->probe, hits and place take it (the
+ * job's buffers then have the cache's members). The job must be idle
  * (its last fetch finished, engram_gather_job_finished). A call refused
  * for its arguments or the job's state queues nothing; on a stream error
  * nothing more is queued and the job is abandoned (the waits already
  * queued let both streams pass). */
 engram_status_t engram_gather_job_queue(engram_gather_job_t *job, const engram_gather_stream_ops_t *ops, void *stream,
                                         const int64_t *indices, uint32_t num_tokens, uint32_t entries_per_token,
-                                        bool scales_col_major, const engram_gather_cache_t *cache, char *rows_dst,
+                                        bool scales_col_major, const void *cache_dev, char *rows_dst,
                                         uint32_t *scales_dst);
 /* Step 5: work queued on `stream` from now on follows the job's last
  * fetch's copies. */

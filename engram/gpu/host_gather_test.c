@@ -15,7 +15,7 @@
 #include "tests/check.h"
 
 /* ---- the fake stream ---- */
-enum { OP_WRITE, OP_WAIT, OP_COPY, OP_HITS, OP_PLACE, OP_QUIT };
+enum { OP_WRITE, OP_WAIT, OP_COPY, OP_PROBE, OP_HITS, OP_PLACE, OP_QUIT };
 typedef struct op {
     int kind;
     const uint32_t *flag;
@@ -23,10 +23,11 @@ typedef struct op {
     void *dst;
     const void *src;
     size_t bytes;
-    const void *cache;        /* OP_HITS */
-    const int64_t *indices;   /* OP_HITS */
+    const void *cache;        /* OP_PROBE, OP_HITS */
+    const int64_t *indices;   /* OP_PROBE */
+    uint32_t *slots, *mask;   /* OP_PROBE writes them, OP_HITS reads slots */
     const uint32_t *dst_rows; /* OP_PLACE */
-    uint32_t count, row_bytes; /* OP_HITS: rows; OP_PLACE: cap */
+    uint32_t count, row_bytes; /* OP_PROBE, OP_HITS: rows; OP_PLACE: cap */
     struct op *next;
 } op_t;
 
@@ -69,16 +70,22 @@ static void *stream_main(void *arg)
         else if (kind == OP_COPY) {
             memcpy(o->dst, o->src, o->bytes);
             s->copies++;
+        } else if (kind == OP_PROBE) {
+            const fake_cache_t *c = o->cache;
+            memset(o->mask, 0, (o->count + 31) / 32 * sizeof(uint32_t));
+            for (uint32_t r = 0; r < o->count; r++) {
+                o->slots[r] = engram_hot_find(&c->hash, o->indices[r]);
+                if (o->slots[r] != ENGRAM_HOT_MISS)
+                    o->mask[r / 32] |= 1u << (r % 32);
+            }
         } else if (kind == OP_HITS) {
             const fake_cache_t *c = o->cache;
-            for (uint32_t r = 0; r < o->count; r++) {
-                uint32_t slot = engram_hot_find(&c->hash, o->indices[r]);
-                if (slot != ENGRAM_HOT_MISS) {
-                    memcpy((char *)o->dst + (uint64_t)r * o->row_bytes, c->rows + (uint64_t)slot * o->row_bytes,
-                           o->row_bytes);
+            for (uint32_t r = 0; r < o->count; r++)
+                if (o->slots[r] != ENGRAM_HOT_MISS) {
+                    memcpy((char *)o->dst + (uint64_t)r * o->row_bytes,
+                           c->rows + (uint64_t)o->slots[r] * o->row_bytes, o->row_bytes);
                     s->hit_rows++;
                 }
-            }
         } else if (kind == OP_PLACE) {
             uint32_t n = __atomic_load_n(o->flag, __ATOMIC_RELAXED); /* the count */
             n = n < o->count ? n : o->count;
@@ -135,11 +142,18 @@ static const char *fake_copy(void *stream, void *dst, const void *src, size_t by
     return push(stream, (op_t){.kind = OP_COPY, .dst = dst, .src = src, .bytes = bytes});
 }
 
-static const char *fake_hits(void *stream, const void *cache_dev, const int64_t *indices, uint32_t num_rows,
+static const char *fake_probe(void *stream, const void *cache_dev, const int64_t *indices, uint32_t num_rows,
+                              uint32_t *slots_dev, uint32_t *hit_mask)
+{
+    return push(stream, (op_t){.kind = OP_PROBE, .cache = cache_dev, .indices = indices, .count = num_rows,
+                               .slots = slots_dev, .mask = hit_mask});
+}
+
+static const char *fake_hits(void *stream, const void *cache_dev, const uint32_t *slots_dev, uint32_t num_rows,
                              uint32_t row_bytes, char *rows_dst)
 {
-    return push(stream, (op_t){.kind = OP_HITS, .cache = cache_dev, .indices = indices, .count = num_rows,
-                               .row_bytes = row_bytes, .dst = rows_dst});
+    return push(stream, (op_t){.kind = OP_HITS, .cache = cache_dev, .slots = (uint32_t *)slots_dev,
+                               .count = num_rows, .row_bytes = row_bytes, .dst = rows_dst});
 }
 
 static const char *fake_place(void *stream, const void *cache_dev, const char *staged, const uint32_t *dst_rows,
@@ -150,7 +164,8 @@ static const char *fake_place(void *stream, const void *cache_dev, const char *s
                                .count = cap, .row_bytes = row_bytes, .dst = rows_dst});
 }
 
-static const engram_gather_stream_ops_t fake_ops = {fake_write, fake_wait, fake_copy, fake_hits, fake_place};
+static const engram_gather_stream_ops_t fake_ops = {fake_write, fake_wait, fake_copy, fake_probe, fake_hits,
+                                                    fake_place};
 
 static void stream_start(fake_stream_t *s)
 {
@@ -275,6 +290,8 @@ static void slot_make(slot_t *s, engram_gather_pool_t *pool, const table_t *t, u
         .flags = calloc(chunks ? chunks : 1, sizeof(uint32_t)),
         .dst_rows = calloc(rows ? rows : 1, sizeof(uint32_t)),
         .counts = calloc(chunks ? chunks : 1, sizeof(uint32_t)),
+        .hit_mask = calloc(rows / 32 + 1, sizeof(uint32_t)),
+        .hit_slots = calloc(rows ? rows : 1, sizeof(uint32_t)),
         .max_rows = rows,
         .max_chunks = chunks,
     };
@@ -304,6 +321,8 @@ static void slot_free(slot_t *s)
     free(s->buf.flags);
     free(s->buf.dst_rows);
     free(s->buf.counts);
+    free(s->buf.hit_mask);
+    free(s->buf.hit_slots);
     free(s->ready);
     free(s->copied);
     free(s->rows);
@@ -384,7 +403,6 @@ static uint64_t next_rand(void)
 /* A hot-row cache of every `every`-th row of the table (from row 1). */
 typedef struct cache {
     fake_cache_t dev;
-    engram_gather_cache_t view;
     int64_t *keys;
     uint32_t *vals;
     char *rows;
@@ -406,7 +424,6 @@ static void cache_make(cache_t *c, const table_t *t, uint64_t every)
     c->dev.hash.keys = c->keys;
     c->dev.hash.vals = c->vals;
     c->dev.rows = c->rows;
-    c->view = (engram_gather_cache_t){.host = c->dev.hash, .dev = &c->dev};
 }
 
 static void cache_free(cache_t *c)
@@ -432,8 +449,8 @@ static void run_fetch_cached(const table_t *t, slot_t *s, fake_stream_t *st, uin
         idx[n - 1] = INT64_MIN;
     }
     memset(s->rows, 0xee, n * t->sh.row_bytes); /* nothing left from an earlier fetch */
-    const uint64_t placed = s->copy.placed, hit_rows = s->copy.hit_rows;
-    CHECK_OK(engram_gather_job_queue(s->job, &fake_ops, st, idx, tokens, ept, col, cache ? &cache->view : NULL,
+    const uint64_t placed = s->copy.placed, hit_rows = st->hit_rows;
+    CHECK_OK(engram_gather_job_queue(s->job, &fake_ops, st, idx, tokens, ept, col, cache ? &cache->dev : NULL,
                                      s->rows, s->scales_out));
     join_sync(s, st);
     check_fetch(t, s, idx, tokens, ept, col);
@@ -441,7 +458,7 @@ static void run_fetch_cached(const table_t *t, slot_t *s, fake_stream_t *st, uin
     for (uint64_t r = 0; cache != NULL && r < n; r++)
         hits += engram_hot_find(&cache->dev.hash, idx[r]) != ENGRAM_HOT_MISS;
     CHECK(engram_gather_job_hits(s->job) == hits);
-    CHECK(s->copy.hit_rows - hit_rows == hits);
+    CHECK(st->hit_rows - hit_rows == hits); /* on the fetch's stream, beside the pool */
     CHECK(s->copy.placed - placed == (cache != NULL ? n - hits : 0)); /* only misses cross */
     free(idx);
 }
@@ -648,6 +665,63 @@ static void test_queue_errors(void)
 
 /* Every fetch size of a slot fits its flags (engram_gather_max_chunks),
  * at chunk sizes that make fetches of few rows, many or a task each. */
+/* With a cache: the probe, the hits and a chunk's placing failing to
+ * queue, and a slot without the cache's buffers refused. */
+static void test_queue_errors_cached(void)
+{
+    table_t t;
+    table_make(&t, (shape_t){2, 1, 512, 64, 1, 0, 2, 0, 2048});
+    cache_t c;
+    cache_make(&c, &t, 3);
+    engram_gather_pool_t *pool;
+    CHECK_OK(engram_gather_pool_create(2, -1, &pool));
+    /* the fetch's stream: the indices' copy, the probe, the pool's start,
+     * the hits; the copy stream: its wait, then (wait, place) per chunk */
+    static const struct {
+        bool on_copy;
+        int fail_at;
+        const char *what;
+    } cases[] = {{false, 2, "cache's probe"}, {false, 4, "cache's hits"}, {true, 3, "chunk's placing"}};
+    int64_t idx[128];
+    for (int r = 0; r < 128; r++)
+        idx[r] = r * 7 % 1024;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fake_stream_t st;
+        stream_start(&st);
+        slot_t s;
+        slot_make(&s, pool, &t, 16, 8);
+        (cases[i].on_copy ? &s.copy : &st)->fail_at = cases[i].fail_at;
+        CHECK_STATUS(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 16, 8, false, &c.dev, s.rows, s.scales_out),
+                     ENGRAM_ERR_UNSUPPORTED);
+        CHECK(strstr(engram_last_error(), cases[i].what) != NULL);
+        stream_sync(&s.copy);
+        join_sync(&s, &st);
+        st.fail_at = s.copy.fail_at = 0;
+        CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 16, 8, true, &c.dev, s.rows, s.scales_out));
+        join_sync(&s, &st);
+        check_fetch(&t, &s, idx, 16, 8, true);
+        stream_stop(&st);
+        slot_free(&s);
+    }
+    fake_stream_t st;
+    stream_start(&st);
+    slot_t s;
+    slot_make(&s, pool, &t, 16, 8);
+    free(s.buf.hit_mask);
+    s.buf.hit_mask = NULL;
+    engram_gather_job_destroy(s.job);
+    CHECK_OK(engram_gather_job_create(pool, &t.src, &s.buf, t.sh.chunk_bytes, &s.job));
+    CHECK_STATUS(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 16, 8, false, &c.dev, s.rows, s.scales_out),
+                 ENGRAM_ERR_INVALID);
+    CHECK(strstr(engram_last_error(), "hit_mask") != NULL);
+    CHECK(st.queued == 0); /* refused: nothing queued */
+    stream_stop(&st);
+    slot_free(&s);
+    engram_gather_pool_destroy(pool);
+    cache_free(&c);
+    table_free(&t);
+}
+
 static void test_every_size(void)
 {
     static const uint64_t chunks[] = {64, 32 * 64 * 3, 64 * 1000};
@@ -821,6 +895,7 @@ int main(void)
     test_other_nodes_left();
     test_in_flight();
     test_queue_errors();
+    test_queue_errors_cached();
     test_abandon();
     test_ready_out_of_order();
     test_stream_free_before_join();

@@ -25,8 +25,6 @@ void engram_gpu_hot_free(engram_gpu_hot_t *hot)
     cudaFree(hot->list_dev);
     cudaFree(hot->rows_dev);
     free(hot->list);
-    free(hot->host_keys);
-    free(hot->host_vals);
     free(hot);
 }
 
@@ -76,30 +74,31 @@ static engram_status_t build(engram_table_t *t, const int64_t *rows, uint64_t n,
     hot->rows = n;
     hot->blocks = ((engram_gpu_table_t *)t->gpu)->blocks;
     memcpy(hot->list, rows, (size_t)n * sizeof(*rows));
-    engram_status_t st = engram_hot_hash_build(rows, n, t->sizes.total_entries, &hot->host_keys, &hot->host_vals,
-                                               &hot->host.log2);
+    int64_t *host_keys = NULL;
+    uint32_t *host_vals = NULL, log2 = 0;
+    engram_status_t st = engram_hot_hash_build(rows, n, t->sizes.total_entries, &host_keys, &host_vals, &log2);
     if (st != ENGRAM_OK) {
         engram_gpu_hot_free(hot);
         return st;
     }
-    hot->host.keys = hot->host_keys;
-    hot->host.vals = hot->host_vals;
-    const size_t cap = (size_t)1 << hot->host.log2;
+    const size_t cap = (size_t)1 << log2;
     void *keys = NULL, *vals = NULL;
     cudaError_t ce = cudaMalloc(&keys, cap * sizeof(int64_t));
     if (ce == cudaSuccess)
         ce = cudaMalloc(&vals, cap * sizeof(uint32_t));
-    hot->dev = (engram_hot_hash_t){.keys = keys, .vals = vals, .log2 = hot->host.log2};
+    hot->dev = (engram_hot_hash_t){.keys = keys, .vals = vals, .log2 = log2};
     if (ce == cudaSuccess)
         ce = cudaMalloc((void **)&hot->list_dev, (size_t)n * sizeof(int64_t));
     if (ce == cudaSuccess)
         ce = cudaMalloc((void **)&hot->rows_dev, (size_t)n * t->params.row_bytes);
     if (ce == cudaSuccess)
-        ce = cudaMemcpy(keys, hot->host_keys, cap * sizeof(int64_t), cudaMemcpyHostToDevice);
+        ce = cudaMemcpy(keys, host_keys, cap * sizeof(int64_t), cudaMemcpyHostToDevice);
     if (ce == cudaSuccess)
-        ce = cudaMemcpy(vals, hot->host_vals, cap * sizeof(uint32_t), cudaMemcpyHostToDevice);
+        ce = cudaMemcpy(vals, host_vals, cap * sizeof(uint32_t), cudaMemcpyHostToDevice);
     if (ce == cudaSuccess)
         ce = cudaMemcpy(hot->list_dev, rows, (size_t)n * sizeof(int64_t), cudaMemcpyHostToDevice);
+    free(host_keys);
+    free(host_vals);
     if (ce != cudaSuccess) {
         engram_gpu_hot_free(hot);
         return ENGRAM_ERROR(ce == cudaErrorMemoryAllocation ? ENGRAM_ERR_NOMEM : ENGRAM_ERR_UNSUPPORTED,

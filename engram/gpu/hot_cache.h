@@ -1,6 +1,6 @@
 /* A GPU table's hot-row cache (engram_table_cache_rows in <engram/engram.h>):
- * the rows, their index on the host (the host_gather pool's) and on the
- * GPU (the kernels'). */
+ * the rows and their index, in GPU memory (the kernels tell hits from
+ * misses on either path). */
 #ifndef ENGRAM_GPU_HOT_CACHE_H
 #define ENGRAM_GPU_HOT_CACHE_H
 
@@ -10,10 +10,7 @@
 typedef struct engram_gpu_hot {
     uint64_t rows;          /* rows held */
     int64_t *list;          /* host [rows]: slot k holds row list[k] (reloads read it) */
-    int64_t *host_keys;     /* the host index */
-    uint32_t *host_vals;
-    engram_hot_hash_t host;
-    engram_hot_hash_t dev;  /* the same index in GPU memory */
+    engram_hot_hash_t dev;  /* the index, in GPU memory (built on the host) */
     int64_t *list_dev;      /* GPU [rows]: the uva path reloads with the gather kernel */
     char *rows_dev;         /* GPU [rows][row_bytes] */
     int blocks;             /* the grid of host_gather's cache kernels: the table's */

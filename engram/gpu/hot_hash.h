@@ -1,7 +1,7 @@
 /* The hot-row cache's lookup: global row index -> cache slot, an
- * open-addressing table with linear probing, header-only so the host pool
- * (host_gather.c) and the GPU kernels (gather.cu, hot_kernels.cu) probe the
- * one table the same way and agree on every hit. Built once per cache set
+ * open-addressing table with linear probing, header-only so the GPU
+ * kernels (gather.cu) and the host (the builder's tests, the CPU tier's
+ * fakes) probe the one table the same way. Built once per cache set
  * (hot_select.h); never written while fetches read it. */
 #ifndef ENGRAM_GPU_HOT_HASH_H
 #define ENGRAM_GPU_HOT_HASH_H
@@ -23,28 +23,20 @@ ENGRAM_HOST_DEVICE uint64_t engram_hot_home(int64_t idx, uint32_t log2)
     return ((uint64_t)idx * 0x9e3779b97f4a7c15ull) >> (64 - log2);
 }
 
-/* Where row idx's key is, or UINT64_MAX when the cache does not hold it.
- * The table is at most half full, so a probe ends at an empty key within a
- * few steps. */
-ENGRAM_HOST_DEVICE uint64_t engram_hot_probe(const engram_hot_hash_t *h, int64_t idx)
+/* The cache slot holding row idx, or ENGRAM_HOT_MISS. The table is at
+ * most half full, so a probe ends at an empty key within a few steps. */
+ENGRAM_HOST_DEVICE uint32_t engram_hot_find(const engram_hot_hash_t *h, int64_t idx)
 {
     if (h->log2 == 0 || idx < 0)
-        return UINT64_MAX;
+        return ENGRAM_HOT_MISS;
     const uint64_t mask = ((uint64_t)1 << h->log2) - 1;
     for (uint64_t at = engram_hot_home(idx, h->log2);; at = (at + 1) & mask) {
         const int64_t k = h->keys[at];
         if (k == idx)
-            return at;
+            return h->vals[at];
         if (k == ENGRAM_HOT_EMPTY)
-            return UINT64_MAX;
+            return ENGRAM_HOT_MISS;
     }
-}
-
-/* The cache slot holding row idx, or ENGRAM_HOT_MISS. */
-ENGRAM_HOST_DEVICE uint32_t engram_hot_find(const engram_hot_hash_t *h, int64_t idx)
-{
-    const uint64_t at = engram_hot_probe(h, idx);
-    return at == UINT64_MAX ? ENGRAM_HOT_MISS : h->vals[at];
 }
 
 #endif
