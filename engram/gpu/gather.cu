@@ -310,10 +310,11 @@ __global__ void __launch_bounds__(kThreads, 1) hot_probe(const engram_hot_hash_t
             slots[row] = slot;
         }
         const uint32_t bits = __ballot_sync(0xffffffffu, slot != ENGRAM_HOT_MISS);
-        if (lane == 0)
+        if (lane == 0) {
             hit_mask[base / 32] = bits;
+            __threadfence_system(); // the bits before the stream's next write, which starts the pool
+        }
     }
-    __threadfence_system(); // the bits before the stream's next write, which starts the pool
 }
 
 // host_gather with a cache: the rows the probe found, from the cache.
@@ -331,26 +332,25 @@ __global__ void __launch_bounds__(kThreads, 1) hot_hits(const V *hot_rows, const
     }
 }
 
-// A chunk's staged misses to their receive rows; the count is what the
-// pool wrote before the flag the stream waited for.
+// A chunk's misses (moved into GPU memory by the copy engine) to their
+// receive rows.
 template <typename V>
-__global__ void __launch_bounds__(kThreads, 1) place_rows(const V *staged, const uint32_t *dst_rows,
-                                                         const uint32_t *count, uint32_t cap, uint32_t vpr, V *rows)
+__global__ void __launch_bounds__(kThreads, 1) place_rows(const V *staged, const uint32_t *dst_rows, uint32_t count,
+                                                         uint32_t vpr, V *rows)
 {
-    // One read of the count per block: every thread reading host memory
-    // would be a PCIe round trip each.
-    __shared__ uint32_t n;
-    if (threadIdx.x == 0) {
-        const uint32_t c = *reinterpret_cast<const volatile uint32_t *>(count);
-        n = c < cap ? c : cap;
-    }
-    __syncthreads();
-    const uint64_t total = (uint64_t)n * vpr;
+    const uint64_t total = (uint64_t)count * vpr;
     const uint64_t nthreads = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t c = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; c < total; c += nthreads) {
         const uint32_t k = (uint32_t)(c / vpr), j = (uint32_t)(c - (uint64_t)k * vpr);
         rows[(uint64_t)dst_rows[k] * vpr + j] = staged[c];
     }
+}
+
+// The blocks `work` threads need, `max_blocks` at most.
+static int grid_for(uint64_t work, int max_blocks)
+{
+    const uint64_t need = (work + kThreads - 1) / kThreads;
+    return need == 0 ? 1 : (need < (uint64_t)max_blocks ? (int)need : max_blocks);
 }
 
 // Calls launch(V{}) with the widest vector that divides a row: shard rows sit
@@ -439,7 +439,8 @@ extern "C" int engram_gpu_scatter_launch(const char *staged, const uint32_t *dst
 extern "C" int engram_gpu_hot_probe_launch(const engram_hot_hash_t *hash, const int64_t *indices, uint32_t num_rows,
                                            uint32_t *slots, uint32_t *hit_mask, int blocks, void *stream)
 {
-    hot_probe<<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(*hash, indices, num_rows, slots, hit_mask);
+    hot_probe<<<grid_for(num_rows, blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(*hash, indices, num_rows,
+                                                                                             slots, hit_mask);
     return cudaGetLastError();
 }
 
@@ -449,20 +450,22 @@ extern "C" int engram_gpu_hot_hits_launch(const char *hot_rows, const uint32_t *
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     return by_vector(row_bytes, [&](auto v) {
         using V = decltype(v);
-        hot_hits<V><<<blocks, kThreads, 0, s>>>(reinterpret_cast<const V *>(hot_rows), slots, num_rows,
-                                                row_bytes / (uint32_t)sizeof(V), reinterpret_cast<V *>(rows));
+        const uint32_t vpr = row_bytes / (uint32_t)sizeof(V);
+        hot_hits<V><<<grid_for((uint64_t)num_rows * vpr, blocks), kThreads, 0, s>>>(
+            reinterpret_cast<const V *>(hot_rows), slots, num_rows, vpr, reinterpret_cast<V *>(rows));
         return cudaGetLastError();
     });
 }
 
-extern "C" int engram_gpu_place_launch(const char *staged, const uint32_t *dst_rows, const uint32_t *count,
-                                       uint32_t cap, uint32_t row_bytes, char *rows, int blocks, void *stream)
+extern "C" int engram_gpu_place_launch(const char *staged, const uint32_t *dst_rows, uint32_t count,
+                                       uint32_t row_bytes, char *rows, int blocks, void *stream)
 {
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     return by_vector(row_bytes, [&](auto v) {
         using V = decltype(v);
-        place_rows<V><<<blocks, kThreads, 0, s>>>(reinterpret_cast<const V *>(staged), dst_rows, count, cap,
-                                                  row_bytes / (uint32_t)sizeof(V), reinterpret_cast<V *>(rows));
+        const uint32_t vpr = row_bytes / (uint32_t)sizeof(V);
+        place_rows<V><<<grid_for((uint64_t)count * vpr, blocks), kThreads, 0, s>>>(
+            reinterpret_cast<const V *>(staged), dst_rows, count, vpr, reinterpret_cast<V *>(rows));
         return cudaGetLastError();
     });
 }

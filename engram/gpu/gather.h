@@ -78,21 +78,22 @@ int engram_gpu_gather_launch(const engram_gpu_gather_args_t *a, int blocks, void
 int engram_gpu_scatter_launch(const char *staged, const uint32_t *dst_row, const uint32_t *src, uint32_t count,
                               uint32_t row_bytes, char *rows, int blocks, void *stream);
 
-/* host_gather's cache probe of indices[num_rows] (memory the GPU reads):
- * slots[r] = the cache slot of indices[r] or ENGRAM_HOT_MISS (device), and
- * bit r % 32 of hit_mask[r / 32] set for a hit (every word of the rows
- * written; host memory the GPU writes, visible once the kernel is done).
- * hash: device arrays. */
+/* host_gather's cache kernels take at most `blocks` blocks, as many as
+ * their rows need. */
+/* The cache probe of indices[num_rows] (GPU memory): slots[r] = the cache
+ * slot of indices[r] or ENGRAM_HOT_MISS (device), and bit r % 32 of
+ * hit_mask[r / 32] set for a hit (every word of the rows written; host
+ * memory the GPU writes, visible once the kernel is done). hash: device
+ * arrays. */
 int engram_gpu_hot_probe_launch(const engram_hot_hash_t *hash, const int64_t *indices, uint32_t num_rows,
                                 uint32_t *slots, uint32_t *hit_mask, int blocks, void *stream);
 /* rows[r] = hot_rows[slots[r]] for each r < num_rows with a slot; other
  * rows are left alone. */
 int engram_gpu_hot_hits_launch(const char *hot_rows, const uint32_t *slots, uint32_t num_rows, uint32_t row_bytes,
                                char *rows, int blocks, void *stream);
-/* rows[dst_rows[k]] = staged[k] for k < min(*count, cap); count (and the
- * rows) in host memory the GPU reads, read when the kernel runs. */
-int engram_gpu_place_launch(const char *staged, const uint32_t *dst_rows, const uint32_t *count, uint32_t cap,
-                            uint32_t row_bytes, char *rows, int blocks, void *stream);
+/* rows[dst_rows[k]] = staged[k] for k < count, all GPU memory. */
+int engram_gpu_place_launch(const char *staged, const uint32_t *dst_rows, uint32_t count, uint32_t row_bytes,
+                            char *rows, int blocks, void *stream);
 
 /* dedup on the GPU, before the gather kernel: clears `table` (device,
  * 2^table_log2 entries) and fills a->first (writable: first) from

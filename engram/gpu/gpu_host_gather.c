@@ -23,11 +23,12 @@ struct engram_gpu_host {
     uint32_t *scales_stage;         /* pinned [slots][slot_scale_elems]; NULL without scales */
     uint32_t *flags;                /* pinned, mapped [slots][max_chunks] */
     const uint32_t *flags_dev;
-    uint32_t *counts;               /* pinned, mapped [slots][max_chunks]: staged misses (with a cache) */
-    const uint32_t *counts_dev;
     uint32_t *dst_rows;             /* pinned [slots][slot_rows]: a staged miss's receive row */
     uint32_t *hit_mask;             /* pinned, mapped [slots][mask_words]: the cache probe's hit bits */
+    int64_t *indices_dev;           /* GPU [slots][slot_rows]: the indices the cache's probe reads */
     uint32_t *hit_slots;            /* GPU [slots][slot_rows]: the cache probe's slots */
+    char *stage_dev;                /* GPU [slots][slot_row_bytes]: a chunk's misses, moved */
+    uint32_t *dst_dev;              /* GPU [slots][slot_rows]: their receive rows, moved */
     uint64_t mask_words;
     uint32_t *ready;                /* pinned, mapped [slots]: each job's ready word */
     uint32_t *ready_dev;
@@ -60,8 +61,8 @@ static const char *cuda_copy(void *stream, void *dst, const void *src, size_t by
 }
 
 /* The cache's kernels run on the table's SMs (gpu_sms: every SM by
- * default): short, and many loads in flight hide PCIe's and the index's
- * latency. */
+ * default) at most, as many blocks as their rows need: short, and many
+ * loads in flight hide the index's latency. */
 static const char *cuda_probe(void *stream, const void *cache_dev, const int64_t *indices, uint32_t num_rows,
                               uint32_t *slots_dev, uint32_t *hit_mask)
 {
@@ -80,12 +81,25 @@ static const char *cuda_hits(void *stream, const void *cache_dev, const uint32_t
     return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
 }
 
+/* Pool threads start on no device: each call names the cache's. */
+static const char *cuda_bind(const void *cache_dev)
+{
+    cudaError_t ce = cudaSetDevice(((const engram_gpu_hot_t *)cache_dev)->device);
+    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
+}
+
 static const char *cuda_place(void *stream, const void *cache_dev, const char *staged, const uint32_t *dst_rows,
-                              const uint32_t *count_dev, uint32_t cap, uint32_t row_bytes, char *rows_dst)
+                              uint32_t count, uint32_t row_bytes, char *rows_dst)
 {
     const engram_gpu_hot_t *hot = cache_dev;
-    cudaError_t ce = (cudaError_t)engram_gpu_place_launch(staged, dst_rows, count_dev, cap, row_bytes, rows_dst,
-                                                          hot->blocks, stream);
+    cudaError_t ce = (cudaError_t)engram_gpu_place_launch(staged, dst_rows, count, row_bytes, rows_dst, hot->blocks,
+                                                          stream);
+    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
+}
+
+static const char *cuda_drain(void *stream)
+{
+    cudaError_t ce = cudaStreamSynchronize((cudaStream_t)stream);
     return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
 }
 
@@ -95,7 +109,9 @@ static const engram_gather_stream_ops_t cuda_stream_ops = {
     .copy = cuda_copy,
     .probe = cuda_probe,
     .hits = cuda_hits,
+    .bind = cuda_bind,
     .place = cuda_place,
+    .drain = cuda_drain,
 };
 
 static engram_status_t cuda_error(const char *what, cudaError_t ce)
@@ -154,16 +170,18 @@ static engram_status_t alloc_pinned(engram_table_t *t, engram_gpu_host_t *h)
     if (ce == cudaSuccess)
         ce = cudaHostGetDevicePointer((void **)&h->flags_dev, h->flags, 0);
     if (ce == cudaSuccess)
-        ce = cudaHostAlloc((void **)&h->counts, slots * h->max_chunks * sizeof(*h->counts), cudaHostAllocMapped);
-    if (ce == cudaSuccess)
-        ce = cudaHostGetDevicePointer((void **)&h->counts_dev, h->counts, 0);
-    if (ce == cudaSuccess)
         ce = cudaHostAlloc((void **)&h->dst_rows, slots * z->slot_rows * sizeof(*h->dst_rows), cudaHostAllocMapped);
     h->mask_words = (z->slot_rows + 31) / 32;
     if (ce == cudaSuccess)
         ce = cudaHostAlloc((void **)&h->hit_mask, slots * h->mask_words * sizeof(*h->hit_mask), cudaHostAllocMapped);
     if (ce == cudaSuccess)
+        ce = cudaMalloc((void **)&h->indices_dev, slots * z->slot_rows * sizeof(*h->indices_dev));
+    if (ce == cudaSuccess)
         ce = cudaMalloc((void **)&h->hit_slots, slots * z->slot_rows * sizeof(*h->hit_slots));
+    if (ce == cudaSuccess)
+        ce = cudaMalloc((void **)&h->stage_dev, slots * z->slot_row_bytes);
+    if (ce == cudaSuccess)
+        ce = cudaMalloc((void **)&h->dst_dev, slots * z->slot_rows * sizeof(*h->dst_dev));
     if (ce == cudaSuccess)
         ce = cudaHostAlloc((void **)&h->ready, slots * sizeof(*h->ready), cudaHostAllocMapped);
     if (ce == cudaSuccess)
@@ -177,7 +195,6 @@ static engram_status_t alloc_pinned(engram_table_t *t, engram_gpu_host_t *h)
     if (h->scales_stage != NULL) /* column-major padding is never written: zero, not stale */
         memset(h->scales_stage, 0, slots * z->slot_scale_elems * sizeof(uint32_t));
     memset(h->flags, 0, slots * h->max_chunks * sizeof(*h->flags));
-    memset(h->counts, 0, slots * h->max_chunks * sizeof(*h->counts));
     memset(h->ready, 0, slots * sizeof(*h->ready));
     memset(h->copied, 0, slots * sizeof(*h->copied)); /* a job's seq starts as its words */
     if (z->scales_bytes > 0 && (h->scales = malloc(z->scales_bytes)) == NULL)
@@ -248,10 +265,11 @@ static engram_status_t make_jobs(engram_table_t *t, engram_gpu_table_t *g, engra
             .flags = h->flags + (uint64_t)s * h->max_chunks,
             .flags_dev = h->flags_dev + (uint64_t)s * h->max_chunks,
             .dst_rows = h->dst_rows + (uint64_t)s * z->slot_rows,
-            .counts = h->counts + (uint64_t)s * h->max_chunks,
-            .counts_dev = h->counts_dev + (uint64_t)s * h->max_chunks,
             .hit_mask = h->hit_mask + (uint64_t)s * h->mask_words,
+            .indices_dev = h->indices_dev + (uint64_t)s * z->slot_rows,
             .hit_slots = h->hit_slots + (uint64_t)s * z->slot_rows,
+            .stage_dev = h->stage_dev + (uint64_t)s * z->slot_row_bytes,
+            .dst_dev = h->dst_dev + (uint64_t)s * z->slot_rows,
             .ready = h->ready + s,
             .ready_dev = h->ready_dev + s,
             .copied = h->copied + s,
@@ -322,11 +340,13 @@ void engram_gpu_host_gather_destroy(engram_table_t *t, engram_gpu_table_t *g)
     free(h->copy_streams);
     cudaFreeHost(h->copied);
     cudaFreeHost(h->flags);
-    cudaFreeHost(h->counts);
     cudaFreeHost(h->ready);
     cudaFreeHost(h->dst_rows);
     cudaFreeHost(h->hit_mask);
+    cudaFree(h->indices_dev);
     cudaFree(h->hit_slots);
+    cudaFree(h->stage_dev);
+    cudaFree(h->dst_dev);
     cudaFreeHost(h->scales_stage);
     cudaFreeHost(h->staging);
     cudaFreeHost(h->indices);
@@ -429,6 +449,9 @@ engram_status_t engram_gpu_host_gather_test(engram_fetch_slot_t *f, int slot)
     engram_gather_job_t *job = ((engram_gpu_table_t *)f->table->gpu)->host->jobs[slot];
     if (!engram_gather_job_finished(job))
         return ENGRAM_INPROGRESS;
+    const char *err = engram_gather_job_error(job);
+    if (err != NULL && f->status == ENGRAM_OK) /* once: a later test returns it as it is */
+        f->status = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "host_gather fetch: queueing a chunk's moves: %s", err);
     uint64_t first = UINT64_MAX;
     engram_gather_job_bad(job, &f->bad_count, &first);
     f->cache_hits = engram_gather_job_hits(job);

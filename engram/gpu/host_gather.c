@@ -42,6 +42,13 @@ struct engram_gather_job {
     uint64_t chunk_bytes;    /* the most a chunk holds */
     atomic_uint *chunk_left; /* [max_chunks]: tasks of the chunk not done */
     atomic_uint *chunk_fill; /* [max_chunks]: rows staged in the chunk (with a cache) */
+    /* with a cache, what the pool queues the moves with */
+    const engram_gather_stream_ops_t *ops;
+    const void *cache_dev;
+    char *rows_dst;
+    uint32_t *scales_dst;
+    atomic_uint chunks_queued;    /* chunks whose moves the pool has queued */
+    _Atomic(const char *) error;  /* the first error queueing them */
     /* this fetch's */
     uint32_t chunk_rows; /* a multiple of task_rows */
     uint32_t task_rows;
@@ -120,6 +127,15 @@ int engram_gather_default_threads(int numa_node, int local_ranks)
     return n < 1 ? 1 : (n > MAX_THREADS ? MAX_THREADS : (int)n);
 }
 
+/* The bytes of the fetch's scales, in its layout. */
+static size_t scale_bytes(const engram_gather_job_t *j)
+{
+    uint64_t elems = j->col_major
+                         ? (uint64_t)j->entries_per_token * j->src.packs * engram_scales_col_stride(j->num_tokens)
+                         : (uint64_t)j->num_rows * j->src.packs;
+    return (size_t)(elems * sizeof(uint32_t));
+}
+
 /* Row `row`'s scales (all zero for a bad index) at its place in the
  * fetch's layout. */
 static void put_scales(engram_gather_job_t *j, uint32_t row, int64_t idx, bool ok)
@@ -182,6 +198,55 @@ static uint64_t task_hits(engram_gather_job_t *j, uint32_t lo, uint32_t hi, uint
     return mask;
 }
 
+static void pool_error(engram_gather_job_t *j, const char *err)
+{
+    const char *none = NULL;
+    if (err != NULL)
+        atomic_compare_exchange_strong(&j->error, &none, err);
+}
+
+/* With a cache, from the pool's thread that ended the chunk: the copy
+ * engine moves its `n` staged misses and their receive rows into GPU
+ * memory, and a kernel places them from there. */
+static void queue_chunk_moves(engram_gather_job_t *j, uint32_t chunk, uint32_t n)
+{
+    if (n == 0 || atomic_load(&j->error) != NULL)
+        return;
+    const engram_gather_stream_ops_t *ops = j->ops;
+    void *stream = j->buf.copy_stream;
+    const uint32_t row_bytes = j->src.row_bytes;
+    const uint64_t first = (uint64_t)chunk * j->chunk_rows;
+    const char *err = ops->bind(j->cache_dev);
+    if (err == NULL)
+        err = ops->copy(stream, j->buf.stage_dev + first * row_bytes, j->buf.staging + first * row_bytes,
+                        (size_t)n * row_bytes);
+    if (err == NULL)
+        err = ops->copy(stream, j->buf.dst_dev + first, j->buf.dst_rows + first, (size_t)n * sizeof(uint32_t));
+    if (err == NULL)
+        err = ops->place(stream, j->cache_dev, j->buf.stage_dev + first * row_bytes, j->buf.dst_dev + first, n,
+                         row_bytes, j->rows_dst);
+    pool_error(j, err);
+}
+
+/* With a cache, once every chunk's moves are queued: the scales' copy and
+ * the copied word; after an error the copy stream is drained and the word
+ * written here, so a join passes and the slot is free once it has. */
+static void queue_end(engram_gather_job_t *j)
+{
+    const engram_gather_stream_ops_t *ops = j->ops;
+    void *stream = j->buf.copy_stream;
+    const char *err = atomic_load(&j->error) != NULL ? NULL : ops->bind(j->cache_dev);
+    if (err == NULL && atomic_load(&j->error) == NULL && j->src.packs > 0)
+        err = ops->copy(stream, j->scales_dst, j->buf.scales, scale_bytes(j));
+    if (err == NULL && atomic_load(&j->error) == NULL)
+        err = ops->write(stream, j->buf.copied_dev, j->seq);
+    pool_error(j, err);
+    if (atomic_load(&j->error) == NULL)
+        return;
+    (void)ops->drain(stream); /* a failing drain has nothing left to wait for */
+    __atomic_store_n(j->buf.copied, j->seq, __ATOMIC_RELEASE);
+}
+
 /* One task's rows; the worker that ends a chunk's last task flags it.
  * Without a cache row r is staged at r; with one, the task's misses are
  * staged together at the next free rows of the chunk. */
@@ -219,13 +284,17 @@ static void run_task(engram_gather_job_t *j, uint32_t task)
                                                       memory_order_relaxed)) {
         }
     }
-    /* acq_rel: every task of the chunk happens before the flag's store */
-    if (atomic_fetch_sub_explicit(&j->chunk_left[chunk], 1, memory_order_acq_rel) == 1) {
-        if (j->cached)
-            __atomic_store_n(&j->buf.counts[chunk], atomic_load_explicit(&j->chunk_fill[chunk], memory_order_relaxed),
-                             __ATOMIC_RELAXED);
+    /* acq_rel: every task of the chunk happens before the flag's store (or
+     * the moves' queueing) */
+    if (atomic_fetch_sub_explicit(&j->chunk_left[chunk], 1, memory_order_acq_rel) != 1)
+        return;
+    if (!j->cached) {
         __atomic_store_n(&j->buf.flags[chunk], 1u, __ATOMIC_RELEASE);
+        return;
     }
+    queue_chunk_moves(j, chunk, atomic_load_explicit(&j->chunk_fill[chunk], memory_order_relaxed));
+    if (atomic_fetch_add_explicit(&j->chunks_queued, 1, memory_order_acq_rel) + 1 == j->num_chunks)
+        queue_end(j);
 }
 
 static void work_on(engram_gather_job_t *j)
@@ -444,11 +513,8 @@ static void post_job(engram_gather_job_t *j)
 void engram_gather_job_abandon(engram_gather_job_t *j)
 {
     atomic_store(&j->abandoned, true);
-    for (uint32_t c = 0; c < j->buf.max_chunks; c++) {
-        if (j->buf.counts != NULL) /* a chunk's place kernel moves nothing */
-            __atomic_store_n(&j->buf.counts[c], 0u, __ATOMIC_RELAXED);
+    for (uint32_t c = 0; c < j->buf.max_chunks; c++)
         __atomic_store_n(&j->buf.flags[c], 1u, __ATOMIC_RELEASE);
-    }
     /* the copy stream's wait for the fetch's stream, and a join, pass */
     __atomic_store_n(j->buf.ready, j->seq, __ATOMIC_RELEASE);
     __atomic_store_n(j->buf.copied, j->seq, __ATOMIC_RELEASE);
@@ -459,11 +525,11 @@ static engram_status_t stream_error(const char *what, const char *err)
     return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "host_gather fetch: %s: %s", what, err);
 }
 
-/* Steps 3-4 on the copy stream: the wait for the fetch's stream, the
- * chunks' waits and copies (with a cache: each chunk's wait and place
- * kernel), the scales' copy, the copied word. */
-static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops,
-                                    const void *cache_dev, char *rows_dst, uint32_t *scales_dst)
+/* Steps 3-4 on the copy stream, without a cache: the wait for the
+ * fetch's stream, the chunks' waits and copies, the scales' copy, the
+ * copied word. */
+static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops, char *rows_dst,
+                                    uint32_t *scales_dst)
 {
     void *stream = j->buf.copy_stream;
     const uint32_t row_bytes = j->src.row_bytes;
@@ -476,20 +542,12 @@ static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_
         err = ops->wait_geq(stream, (const uint32_t *)j->buf.flags_dev + c, 1u);
         if (err != NULL)
             return stream_error("queueing the wait for a chunk", err);
-        if (cache_dev != NULL)
-            err = ops->place(stream, cache_dev, j->buf.staging + first * row_bytes, j->buf.dst_rows + first,
-                             (const uint32_t *)j->buf.counts_dev + c, (uint32_t)rows, row_bytes, rows_dst);
-        else
-            err = ops->copy(stream, rows_dst + first * row_bytes, j->buf.staging + first * row_bytes,
-                            rows * row_bytes);
+        err = ops->copy(stream, rows_dst + first * row_bytes, j->buf.staging + first * row_bytes, rows * row_bytes);
         if (err != NULL)
-            return stream_error(cache_dev != NULL ? "queueing a chunk's placing" : "queueing a chunk's copy", err);
+            return stream_error("queueing a chunk's copy", err);
     }
     if (j->src.packs > 0) {
-        uint64_t elems = j->col_major
-                             ? (uint64_t)j->entries_per_token * j->src.packs * engram_scales_col_stride(j->num_tokens)
-                             : (uint64_t)j->num_rows * j->src.packs;
-        err = ops->copy(stream, scales_dst, j->buf.scales, elems * sizeof(uint32_t));
+        err = ops->copy(stream, scales_dst, j->buf.scales, scale_bytes(j));
         if (err != NULL)
             return stream_error("queueing the scales' copy", err);
     }
@@ -504,10 +562,10 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
 {
     if (!atomic_load_explicit(&j->finished, memory_order_acquire))
         return ENGRAM_ERROR(ENGRAM_ERR_STATE, "host_gather fetch: the slot's last gather is still running");
-    if (cache_dev != NULL &&
-        (j->buf.dst_rows == NULL || j->buf.counts == NULL || j->buf.hit_mask == NULL || j->buf.hit_slots == NULL))
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "host_gather fetch: a cache needs the job's dst_rows, counts, "
-                                                "hit_mask and hit_slots");
+    if (cache_dev != NULL && (j->buf.dst_rows == NULL || j->buf.hit_mask == NULL || j->buf.indices_dev == NULL ||
+                              j->buf.hit_slots == NULL || j->buf.stage_dev == NULL || j->buf.dst_dev == NULL))
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "host_gather fetch: a cache needs the job's dst_rows, hit_mask, "
+                                                "indices_dev, hit_slots, stage_dev and dst_dev");
     const uint64_t num_rows = (uint64_t)num_tokens * entries_per_token;
     if (num_rows > j->buf.max_rows)
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "host_gather fetch: %llu rows exceed the slot's %llu",
@@ -515,6 +573,7 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
     atomic_store_explicit(&j->bad_count, 0, memory_order_relaxed);
     atomic_store_explicit(&j->bad_first, UINT64_MAX, memory_order_relaxed);
     atomic_store_explicit(&j->hits, 0, memory_order_relaxed);
+    atomic_store_explicit(&j->error, NULL, memory_order_relaxed);
     if (num_rows == 0)
         return ENGRAM_OK;
     j->cached = cache_dev != NULL;
@@ -522,10 +581,13 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
     j->num_tokens = num_tokens;
     j->entries_per_token = entries_per_token;
     j->col_major = scales_col_major;
+    j->ops = ops;
+    j->cache_dev = cache_dev;
+    j->rows_dst = rows_dst;
+    j->scales_dst = scales_dst;
     /* With a cache a chunk's staged bytes are its misses only: it spans
-     * CACHE_CHUNK_SPAN times the rows, so each place kernel still moves
-     * about a chunk's bytes (at 512 KiB chunks the kernels' fixed cost
-     * per chunk, not PCIe, bounded a 4 GiB table's rate). */
+     * CACHE_CHUNK_SPAN times the rows, so each chunk's moves still carry
+     * about a chunk's bytes (the moves' fixed cost is per chunk). */
     const uint64_t span = cache_dev != NULL ? CACHE_CHUNK_SPAN : 1;
     const uint64_t chunk_bytes = j->chunk_bytes > UINT64_MAX / span ? UINT64_MAX : j->chunk_bytes * span;
     j->num_chunks = plan(num_rows, j->src.row_bytes, chunk_bytes, &j->task_rows, &j->chunk_rows);
@@ -539,17 +601,18 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
         atomic_store_explicit(&j->chunk_left[c], left < tasks_per_chunk ? left : tasks_per_chunk,
                               memory_order_relaxed);
         atomic_store_explicit(&j->chunk_fill[c], 0, memory_order_relaxed);
-        if (j->buf.counts != NULL)
-            j->buf.counts[c] = 0;
         j->buf.flags[c] = 0;
     }
+    atomic_store_explicit(&j->chunks_queued, 0, memory_order_relaxed);
     atomic_store_explicit(&j->next_task, 0, memory_order_relaxed);
     atomic_store_explicit(&j->abandoned, false, memory_order_relaxed);
     const char *what = "queueing the indices' copy";
     const char *err = ops->copy(stream, j->buf.indices, indices, num_rows * sizeof(*indices));
+    if (err == NULL && cache_dev != NULL)
+        err = ops->copy(stream, j->buf.indices_dev, indices, num_rows * sizeof(*indices));
     if (err == NULL && cache_dev != NULL) {
         what = "queueing the cache's probe";
-        err = ops->probe(stream, cache_dev, j->buf.indices, j->num_rows, j->buf.hit_slots, j->buf.hit_mask);
+        err = ops->probe(stream, cache_dev, j->buf.indices_dev, j->num_rows, j->buf.hit_slots, j->buf.hit_mask);
     }
     if (err != NULL) {
         engram_gather_job_abandon(j);
@@ -564,13 +627,14 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
     /* posted from here on: finished again once the pool has done it */
     atomic_store_explicit(&j->finished, false, memory_order_release);
     post_job(j);
-    engram_status_t st = queue_copies(j, ops, cache_dev, rows_dst, scales_dst);
-    /* the hits on the fetch's stream, beside the pool's gather of the misses */
-    err = st == ENGRAM_OK && cache_dev != NULL
-              ? ops->hits(stream, cache_dev, j->buf.hit_slots, j->num_rows, j->src.row_bytes, rows_dst)
-              : NULL;
-    if (err != NULL)
-        st = stream_error("queueing the cache's hits", err);
+    engram_status_t st = ENGRAM_OK;
+    if (cache_dev == NULL) {
+        st = queue_copies(j, ops, rows_dst, scales_dst);
+    } else { /* the hits on the fetch's stream, beside the pool's gather of the misses */
+        err = ops->hits(stream, cache_dev, j->buf.hit_slots, j->num_rows, j->src.row_bytes, rows_dst);
+        if (err != NULL)
+            st = stream_error("queueing the cache's hits", err);
+    }
     if (st != ENGRAM_OK)
         engram_gather_job_abandon(j); /* the waits already queued must pass */
     return st;
@@ -590,6 +654,11 @@ bool engram_gather_job_finished(engram_gather_job_t *j)
 uint64_t engram_gather_job_hits(engram_gather_job_t *j)
 {
     return atomic_load_explicit(&j->hits, memory_order_relaxed);
+}
+
+const char *engram_gather_job_error(engram_gather_job_t *j)
+{
+    return atomic_load(&j->error);
 }
 
 void engram_gather_job_bad(engram_gather_job_t *j, uint64_t *count, uint64_t *first_row)

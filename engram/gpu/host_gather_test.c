@@ -27,7 +27,7 @@ typedef struct op {
     const int64_t *indices;   /* OP_PROBE */
     uint32_t *slots, *mask;   /* OP_PROBE writes them, OP_HITS reads slots */
     const uint32_t *dst_rows; /* OP_PLACE */
-    uint32_t count, row_bytes; /* OP_PROBE, OP_HITS: rows; OP_PLACE: cap */
+    uint32_t count, row_bytes; /* OP_PROBE, OP_HITS, OP_PLACE: rows */
     struct op *next;
 } op_t;
 
@@ -87,8 +87,7 @@ static void *stream_main(void *arg)
                     s->hit_rows++;
                 }
         } else if (kind == OP_PLACE) {
-            uint32_t n = __atomic_load_n(o->flag, __ATOMIC_RELAXED); /* the count */
-            n = n < o->count ? n : o->count;
+            const uint32_t n = o->count;
             for (uint32_t k = 0; k < n; k++)
                 memcpy((char *)o->dst + (uint64_t)o->dst_rows[k] * o->row_bytes,
                        (const char *)o->src + (uint64_t)k * o->row_bytes, o->row_bytes);
@@ -156,16 +155,32 @@ static const char *fake_hits(void *stream, const void *cache_dev, const uint32_t
                                .count = num_rows, .row_bytes = row_bytes, .dst = rows_dst});
 }
 
-static const char *fake_place(void *stream, const void *cache_dev, const char *staged, const uint32_t *dst_rows,
-                              const uint32_t *count_dev, uint32_t cap, uint32_t row_bytes, char *rows_dst)
+static atomic_bool fail_bind; /* the pool's bind fails */
+
+static const char *fake_bind(const void *cache_dev)
 {
     CHECK(cache_dev != NULL);
-    return push(stream, (op_t){.kind = OP_PLACE, .src = staged, .dst_rows = dst_rows, .flag = count_dev,
-                               .count = cap, .row_bytes = row_bytes, .dst = rows_dst});
+    return atomic_load(&fail_bind) ? "injected bind failure" : NULL;
 }
 
-static const engram_gather_stream_ops_t fake_ops = {fake_write, fake_wait, fake_copy, fake_probe, fake_hits,
-                                                    fake_place};
+static const char *fake_place(void *stream, const void *cache_dev, const char *staged, const uint32_t *dst_rows,
+                              uint32_t count, uint32_t row_bytes, char *rows_dst)
+{
+    CHECK(cache_dev != NULL && count > 0);
+    return push(stream, (op_t){.kind = OP_PLACE, .src = staged, .dst_rows = dst_rows, .count = count,
+                               .row_bytes = row_bytes, .dst = rows_dst});
+}
+
+static void stream_sync(fake_stream_t *s);
+
+static const char *fake_drain(void *stream)
+{
+    stream_sync(stream);
+    return NULL;
+}
+
+static const engram_gather_stream_ops_t fake_ops = {fake_write, fake_wait, fake_copy, fake_probe,
+                                                    fake_hits,  fake_bind, fake_place, fake_drain};
 
 static void stream_start(fake_stream_t *s)
 {
@@ -289,14 +304,15 @@ static void slot_make(slot_t *s, engram_gather_pool_t *pool, const table_t *t, u
         .scales = sh->packs ? calloc(selems, sizeof(uint32_t)) : NULL,
         .flags = calloc(chunks ? chunks : 1, sizeof(uint32_t)),
         .dst_rows = calloc(rows ? rows : 1, sizeof(uint32_t)),
-        .counts = calloc(chunks ? chunks : 1, sizeof(uint32_t)),
         .hit_mask = calloc(rows / 32 + 1, sizeof(uint32_t)),
+        .indices_dev = calloc(rows ? rows : 1, sizeof(int64_t)),
         .hit_slots = calloc(rows ? rows : 1, sizeof(uint32_t)),
+        .stage_dev = calloc(rows ? rows : 1, sh->row_bytes),
+        .dst_dev = calloc(rows ? rows : 1, sizeof(uint32_t)),
         .max_rows = rows,
         .max_chunks = chunks,
     };
     s->buf.flags_dev = s->buf.flags;
-    s->buf.counts_dev = s->buf.counts;
     s->ready = calloc(1, sizeof(uint32_t));
     s->buf.ready = s->ready;
     s->buf.ready_dev = s->ready;
@@ -320,9 +336,11 @@ static void slot_free(slot_t *s)
     free(s->buf.scales);
     free(s->buf.flags);
     free(s->buf.dst_rows);
-    free(s->buf.counts);
     free(s->buf.hit_mask);
+    free(s->buf.indices_dev);
     free(s->buf.hit_slots);
+    free(s->buf.stage_dev);
+    free(s->buf.dst_dev);
     free(s->ready);
     free(s->copied);
     free(s->rows);
@@ -663,10 +681,10 @@ static void test_queue_errors(void)
     table_free(&t);
 }
 
-/* Every fetch size of a slot fits its flags (engram_gather_max_chunks),
- * at chunk sizes that make fetches of few rows, many or a task each. */
-/* With a cache: the probe, the hits and a chunk's placing failing to
- * queue, and a slot without the cache's buffers refused. */
+/* With a cache: the fetch stream's copies, probe and hits failing to
+ * queue (refused, the job abandoned), the pool's moves failing to queue
+ * (the fetch's error once finished, its join passing), each followed by a
+ * good fetch on the slot; a slot without the cache's buffers refused. */
 static void test_queue_errors_cached(void)
 {
     table_t t;
@@ -675,30 +693,56 @@ static void test_queue_errors_cached(void)
     cache_make(&c, &t, 3);
     engram_gather_pool_t *pool;
     CHECK_OK(engram_gather_pool_create(2, -1, &pool));
-    /* the fetch's stream: the indices' copy, the probe, the pool's start,
-     * the hits; the copy stream: its wait, then (wait, place) per chunk */
-    static const struct {
-        bool on_copy;
-        int fail_at;
-        const char *what;
-    } cases[] = {{false, 2, "cache's probe"}, {false, 4, "cache's hits"}, {true, 3, "chunk's placing"}};
     int64_t idx[128];
     for (int r = 0; r < 128; r++)
         idx[r] = r * 7 % 1024;
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    /* the fetch's stream: the indices' copies (host, GPU), the probe, the
+     * pool's start, the hits */
+    static const struct {
+        int fail_at;
+        const char *what;
+    } refused[] = {{1, "indices' copy"}, {2, "indices' copy"}, {3, "cache's probe"}, {5, "cache's hits"}};
+    /* the copy stream, from the pool: (staged copy, receive rows' copy,
+     * place) per chunk with misses, the scales' copy, the copied word;
+     * 0: the bind; -1: the last op */
+    static const int pool_fail[] = {1, 2, 3, 0, -1};
+    const size_t nref = sizeof(refused) / sizeof(refused[0]), npool = sizeof(pool_fail) / sizeof(pool_fail[0]);
+    for (size_t i = 0; i < nref + npool; i++) {
         fake_stream_t st;
         stream_start(&st);
         slot_t s;
         slot_make(&s, pool, &t, 16, 8);
-        (cases[i].on_copy ? &s.copy : &st)->fail_at = cases[i].fail_at;
-        CHECK_STATUS(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 16, 8, false, &c.dev, s.rows, s.scales_out),
-                     ENGRAM_ERR_UNSUPPORTED);
-        CHECK(strstr(engram_last_error(), cases[i].what) != NULL);
-        stream_sync(&s.copy);
-        join_sync(&s, &st);
+        if (i < nref) {
+            st.fail_at = refused[i].fail_at;
+            CHECK_STATUS(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 16, 8, false, &c.dev, s.rows,
+                                                 s.scales_out),
+                         ENGRAM_ERR_UNSUPPORTED);
+            CHECK(strstr(engram_last_error(), refused[i].what) != NULL);
+            stream_sync(&s.copy);
+            join_sync(&s, &st);
+        } else {
+            const int at = pool_fail[i - nref];
+            if (at == -1) { /* a good fetch counts the ops */
+                CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 16, 8, false, &c.dev, s.rows,
+                                                 s.scales_out));
+                join_sync(&s, &st);
+                stream_sync(&s.copy);
+                s.copy.fail_at = 2 * s.copy.queued;
+            } else if (at == 0) {
+                atomic_store(&fail_bind, true);
+            } else {
+                s.copy.fail_at = at;
+            }
+            CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 16, 8, false, &c.dev, s.rows, s.scales_out));
+            join_sync(&s, &st); /* passes: the pool drained the copy stream and wrote the word */
+            const char *err = engram_gather_job_error(s.job);
+            CHECK(err != NULL && strstr(err, "injected") != NULL);
+            atomic_store(&fail_bind, false);
+        }
         st.fail_at = s.copy.fail_at = 0;
         CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 16, 8, true, &c.dev, s.rows, s.scales_out));
         join_sync(&s, &st);
+        CHECK(engram_gather_job_error(s.job) == NULL);
         check_fetch(&t, &s, idx, 16, 8, true);
         stream_stop(&st);
         slot_free(&s);
@@ -722,6 +766,8 @@ static void test_queue_errors_cached(void)
     table_free(&t);
 }
 
+/* Every fetch size of a slot fits its flags (engram_gather_max_chunks),
+ * at chunk sizes that make fetches of few rows, many or a task each. */
 static void test_every_size(void)
 {
     static const uint64_t chunks[] = {64, 32 * 64 * 3, 64 * 1000};

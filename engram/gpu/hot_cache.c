@@ -73,6 +73,7 @@ static engram_status_t build(engram_table_t *t, const int64_t *rows, uint64_t n,
     }
     hot->rows = n;
     hot->blocks = ((engram_gpu_table_t *)t->gpu)->blocks;
+    hot->device = ((engram_gpu_table_t *)t->gpu)->device;
     memcpy(hot->list, rows, (size_t)n * sizeof(*rows));
     int64_t *host_keys = NULL;
     uint32_t *host_vals = NULL, log2 = 0;

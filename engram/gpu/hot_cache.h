@@ -13,7 +13,8 @@ typedef struct engram_gpu_hot {
     engram_hot_hash_t dev;  /* the index, in GPU memory (built on the host) */
     int64_t *list_dev;      /* GPU [rows]: the uva path reloads with the gather kernel */
     char *rows_dev;         /* GPU [rows][row_bytes] */
-    int blocks;             /* the grid of host_gather's cache kernels: the table's */
+    int blocks;             /* the most blocks of host_gather's cache kernels: the table's */
+    int device;             /* the table's GPU (host_gather's pool queues work for it) */
 } engram_gpu_hot_t;
 
 void engram_gpu_hot_free(engram_gpu_hot_t *hot);
