@@ -25,7 +25,12 @@ enum {
      * task): the copy engine starts after the first and ends one chunk
      * after the gather, so small fetches pipeline too. */
     MIN_CHUNKS = 8,
+    /* With a cache a chunk and a task span this many times the rows: a
+     * chunk's staged misses still fill about a chunk, and a task's fixed
+     * cost (claiming it, its place among the chunk's staged rows) is paid
+     * per about TASK_ROWS misses. */
     CACHE_CHUNK_SPAN = 8,
+    MAX_TASK_ROWS = TASK_ROWS * CACHE_CHUNK_SPAN,
     MAX_THREADS = 1024,
 };
 /* How long an idle thread polls for the next job before it sleeps: back to
@@ -76,13 +81,13 @@ struct engram_gather_pool {
     pthread_t *threads;
 };
 
-/* Rows per task, and per chunk of chunk_bytes (a multiple of the task;
- * a row at least). */
-static void chunk_shape(uint32_t row_bytes, uint64_t chunk_bytes, uint64_t *task, uint64_t *cap)
+/* Rows per task (task_max at most), and per chunk of chunk_bytes (a
+ * multiple of the task; a row at least). */
+static void chunk_shape(uint32_t row_bytes, uint64_t chunk_bytes, uint64_t task_max, uint64_t *task, uint64_t *cap)
 {
     uint64_t per = row_bytes > 0 ? chunk_bytes / row_bytes : 1;
     per = per == 0 ? 1 : (per > UINT32_MAX ? UINT32_MAX : per);
-    *task = per < TASK_ROWS ? per : TASK_ROWS;
+    *task = per < task_max ? per : task_max;
     *cap = per / *task * *task;
 }
 
@@ -94,11 +99,11 @@ static uint32_t saturate(uint64_t n)
 /* How a fetch of num_rows is cut: tasks of *task_rows, chunks of
  * *chunk_rows (a multiple of it, at most chunk_bytes, and small enough for
  * MIN_CHUNKS chunks where tasks allow); returns the chunks. */
-static uint32_t plan(uint64_t num_rows, uint32_t row_bytes, uint64_t chunk_bytes, uint32_t *task_rows,
-                     uint32_t *chunk_rows)
+static uint32_t plan(uint64_t num_rows, uint32_t row_bytes, uint64_t chunk_bytes, uint64_t task_max,
+                     uint32_t *task_rows, uint32_t *chunk_rows)
 {
     uint64_t task, cap;
-    chunk_shape(row_bytes, chunk_bytes, &task, &cap);
+    chunk_shape(row_bytes, chunk_bytes, task_max, &task, &cap);
     const uint64_t fair = ((num_rows + MIN_CHUNKS - 1) / MIN_CHUNKS + task - 1) / task * task;
     const uint64_t chunk = fair < cap ? (fair > task ? fair : task) : cap;
     *task_rows = (uint32_t)task;
@@ -111,7 +116,7 @@ uint32_t engram_gather_max_chunks(uint64_t max_rows, uint32_t row_bytes, uint64_
     /* a fetch of n <= max_rows rows has chunks of a task at least, and
      * either at most MIN_CHUNKS of them or chunks as large as allowed */
     uint64_t task, cap;
-    chunk_shape(row_bytes, chunk_bytes, &task, &cap);
+    chunk_shape(row_bytes, chunk_bytes, TASK_ROWS, &task, &cap);
     const uint64_t by_cap = (max_rows + cap - 1) / cap, by_task = (max_rows + task - 1) / task;
     const uint64_t n = by_cap > MIN_CHUNKS ? by_cap : MIN_CHUNKS;
     return saturate(n < by_task ? n : by_task);
@@ -181,23 +186,6 @@ static void prefetch_row(const engram_gather_job_t *j, uint32_t row)
         __builtin_prefetch(p + off, 0, 3);
 }
 
-/* With a cache: the task's rows the cache holds (bit i: row lo + i, from
- * the probe's hit bits), their scales put (the hit kernel writes only
- * rows), and their count. */
-static uint64_t task_hits(engram_gather_job_t *j, uint32_t lo, uint32_t hi, uint64_t *count)
-{
-    uint64_t mask = 0;
-    for (uint32_t r = lo; r < hi; r++)
-        if (__atomic_load_n(&j->buf.hit_mask[r / 32], __ATOMIC_RELAXED) >> (r % 32) & 1u)
-            mask |= (uint64_t)1 << (r - lo);
-    *count = (uint64_t)__builtin_popcountll(mask);
-    for (uint64_t m = mask; j->src.packs > 0 && m != 0; m &= m - 1) {
-        const uint32_t r = lo + (uint32_t)__builtin_ctzll(m);
-        put_scales(j, r, j->buf.indices[r], true);
-    }
-    return mask;
-}
-
 static void pool_error(engram_gather_job_t *j, const char *err)
 {
     const char *none = NULL;
@@ -250,23 +238,27 @@ static void queue_end(engram_gather_job_t *j)
 /* One task's rows; the worker that ends a chunk's last task flags it.
  * Without a cache row r is staged at r; with one, the task's misses are
  * staged together at the next free rows of the chunk. */
-static void run_task(engram_gather_job_t *j, uint32_t task)
+static void run_task(engram_gather_job_t *j, uint32_t task, uint64_t *hits)
 {
     const uint32_t lo = task * j->task_rows;
     const uint32_t hi = lo + j->task_rows < j->num_rows ? lo + j->task_rows : j->num_rows;
     const uint32_t chunk = lo / j->chunk_rows;
-    uint64_t bad = 0, first_bad = UINT64_MAX, hits = 0, skip = 0, at = lo;
-    if (j->cached) {
-        skip = task_hits(j, lo, hi, &hits);
-        const uint32_t misses = (hi - lo) - (uint32_t)hits;
-        at = (uint64_t)chunk * j->chunk_rows +
-             atomic_fetch_add_explicit(&j->chunk_fill[chunk], misses, memory_order_relaxed);
-        atomic_fetch_add_explicit(&j->hits, hits, memory_order_relaxed);
-    }
-    uint32_t rows[TASK_ROWS], m = 0; /* the rows to gather (task_rows <= TASK_ROWS) */
-    for (uint32_t r = lo; r < hi; r++)
-        if (!(skip >> (r - lo) & 1u))
+    uint64_t bad = 0, first_bad = UINT64_MAX, at = lo;
+    uint32_t rows[MAX_TASK_ROWS], m = 0; /* the rows to gather (task_rows <= MAX_TASK_ROWS) */
+    for (uint32_t r = lo; r < hi; r++) {
+        /* with a cache, the probe's hit bits tell the cache's rows: their
+         * scales are put here (the hit kernel writes only rows) */
+        if (j->cached && __atomic_load_n(&j->buf.hit_mask[r / 32], __ATOMIC_RELAXED) >> (r % 32) & 1u) {
+            ++*hits;
+            if (j->src.packs > 0)
+                put_scales(j, r, j->buf.indices[r], true);
+        } else {
             rows[m++] = r;
+        }
+    }
+    if (j->cached) /* the misses staged together at the chunk's next free rows */
+        at = (uint64_t)chunk * j->chunk_rows +
+             atomic_fetch_add_explicit(&j->chunk_fill[chunk], m, memory_order_relaxed);
     for (uint32_t i = 0; i < m && i < PREFETCH_ROWS; i++)
         prefetch_row(j, rows[i]);
     for (uint32_t i = 0; i < m; i++) {
@@ -299,13 +291,16 @@ static void run_task(engram_gather_job_t *j, uint32_t task)
 
 static void work_on(engram_gather_job_t *j)
 {
+    uint64_t hits = 0; /* counted here, added once: one shared counter per task would bounce between cores */
     for (;;) {
         uint32_t task = atomic_fetch_add_explicit(&j->next_task, 1, memory_order_relaxed);
         if (task >= j->num_tasks)
-            return;
+            break;
         if (!atomic_load_explicit(&j->abandoned, memory_order_relaxed))
-            run_task(j, task);
+            run_task(j, task, &hits);
     }
+    if (hits > 0)
+        atomic_fetch_add_explicit(&j->hits, hits, memory_order_relaxed);
 }
 
 /* Whether the pool may begin a posted job: the stream has copied its
@@ -590,7 +585,7 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
      * about a chunk's bytes (the moves' fixed cost is per chunk). */
     const uint64_t span = cache_dev != NULL ? CACHE_CHUNK_SPAN : 1;
     const uint64_t chunk_bytes = j->chunk_bytes > UINT64_MAX / span ? UINT64_MAX : j->chunk_bytes * span;
-    j->num_chunks = plan(num_rows, j->src.row_bytes, chunk_bytes, &j->task_rows, &j->chunk_rows);
+    j->num_chunks = plan(num_rows, j->src.row_bytes, chunk_bytes, TASK_ROWS * span, &j->task_rows, &j->chunk_rows);
     if (j->num_chunks > j->buf.max_chunks) /* engram_gather_max_chunks bounds every fetch of the slot */
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "host_gather fetch: %u chunks exceed the slot's %u",
                             j->num_chunks, j->buf.max_chunks);
