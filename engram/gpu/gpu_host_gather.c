@@ -311,25 +311,33 @@ engram_status_t engram_gpu_host_gather_create(engram_table_t *t, engram_gpu_tabl
     return engram_group_agree(ctx->group, st);
 }
 
+/* Until slot s's job (abandoned, or done) has left the pool and its copy
+ * stream is drained: with a cache the pool's threads queue copies on that
+ * stream until the job ends, so no later work may rely on it before. */
+static void settle(engram_gpu_host_t *h, int s)
+{
+    while (h->jobs[s] != NULL && !engram_gather_job_finished(h->jobs[s]))
+        sched_yield(); /* an abandoned job ends in a few rows */
+    if (h->copy_streams[s] != NULL)
+        cudaStreamSynchronize(h->copy_streams[s]);
+}
+
 void engram_gpu_host_gather_destroy(engram_table_t *t, engram_gpu_table_t *g)
 {
     engram_gpu_host_t *h = g->host;
     if (h == NULL)
         return;
     /* A fetch still queued must not wait for a pool that is gone, nor copy
-     * into memory that is. */
+     * into memory that is. The pool ends first: with a cache its threads
+     * queue copies on the copy streams, which are drained after. */
     for (int s = 0; h->jobs != NULL && s < t->num_slots; s++)
         if (h->jobs[s] != NULL && !engram_gather_job_finished(h->jobs[s]))
             engram_gather_job_abandon(h->jobs[s]);
-    for (int s = 0; h->copy_streams != NULL && s < t->num_slots; s++)
-        if (h->copy_streams[s] != NULL)
-            cudaStreamSynchronize(h->copy_streams[s]);
+    for (int s = 0; h->jobs != NULL && h->copy_streams != NULL && s < t->num_slots; s++)
+        settle(h, s);
     for (int s = 0; g->done != NULL && s < t->num_slots; s++)
         if (g->done[s] != NULL)
             cudaEventSynchronize(g->done[s]);
-    for (int s = 0; h->jobs != NULL && s < t->num_slots; s++)
-        while (h->jobs[s] != NULL && !engram_gather_job_finished(h->jobs[s]))
-            sched_yield(); /* abandoned: the pool ends it in a few rows */
     engram_gather_pool_destroy(h->pool);
     for (int s = 0; h->jobs != NULL && s < t->num_slots; s++)
         engram_gather_job_destroy(h->jobs[s]);
@@ -427,7 +435,7 @@ engram_status_t engram_gpu_host_gather_fetch(engram_fetch_slot_t *f, int slot, c
     if (st != ENGRAM_OK) {
         /* what was queued (the job abandoned, so it passes) writes into the
          * slot: done before it is free */
-        cudaStreamSynchronize(h->copy_streams[slot]);
+        settle(h, slot);
         cudaStreamSynchronize((cudaStream_t)stream);
     }
     return st;
@@ -439,7 +447,7 @@ engram_status_t engram_gpu_host_gather_join(engram_gpu_table_t *g, int slot, voi
     engram_status_t st = engram_gather_job_join(h->jobs[slot], &cuda_stream_ops, stream);
     if (st != ENGRAM_OK) { /* nothing orders the stream after the rows: the host waits for them */
         engram_gather_job_abandon(h->jobs[slot]);
-        cudaStreamSynchronize(h->copy_streams[slot]);
+        settle(h, slot);
     }
     return st;
 }
