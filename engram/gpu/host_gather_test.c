@@ -451,8 +451,27 @@ static void cache_free(cache_t *c)
     free(c->rows);
 }
 
-/* One fetch of tokens x ept random rows (a few bad when `bad`), through
- * `cache` when not NULL: then only the misses are staged and placed. */
+/* One fetch of idx[tokens x ept] through `cache` when not NULL: then only
+ * the misses are staged and placed. */
+static void run_fetch_of(const table_t *t, slot_t *s, fake_stream_t *st, const int64_t *idx, uint32_t tokens,
+                         uint32_t ept, bool col, const cache_t *cache)
+{
+    const uint64_t n = (uint64_t)tokens * ept;
+    memset(s->rows, 0xee, n * t->sh.row_bytes); /* nothing left from an earlier fetch */
+    const uint64_t placed = s->copy.placed, hit_rows = st->hit_rows;
+    CHECK_OK(engram_gather_job_queue(s->job, &fake_ops, st, idx, tokens, ept, col, cache ? &cache->dev : NULL,
+                                     s->rows, s->scales_out));
+    join_sync(s, st);
+    check_fetch(t, s, idx, tokens, ept, col);
+    uint64_t hits = 0;
+    for (uint64_t r = 0; cache != NULL && r < n; r++)
+        hits += engram_hot_find(&cache->dev.hash, idx[r]) != ENGRAM_HOT_MISS;
+    CHECK(engram_gather_job_hits(s->job) == hits);
+    CHECK(st->hit_rows - hit_rows == hits); /* on the fetch's stream, beside the pool */
+    CHECK(s->copy.placed - placed == (cache != NULL ? n - hits : 0)); /* only misses cross */
+}
+
+/* One fetch of tokens x ept random rows (a few bad when `bad`). */
 static void run_fetch_cached(const table_t *t, slot_t *s, fake_stream_t *st, uint32_t tokens, uint32_t ept, bool col,
                              bool bad, const cache_t *cache)
 {
@@ -466,18 +485,7 @@ static void run_fetch_cached(const table_t *t, slot_t *s, fake_stream_t *st, uin
         idx[n / 3] = (int64_t)total;
         idx[n - 1] = INT64_MIN;
     }
-    memset(s->rows, 0xee, n * t->sh.row_bytes); /* nothing left from an earlier fetch */
-    const uint64_t placed = s->copy.placed, hit_rows = st->hit_rows;
-    CHECK_OK(engram_gather_job_queue(s->job, &fake_ops, st, idx, tokens, ept, col, cache ? &cache->dev : NULL,
-                                     s->rows, s->scales_out));
-    join_sync(s, st);
-    check_fetch(t, s, idx, tokens, ept, col);
-    uint64_t hits = 0;
-    for (uint64_t r = 0; cache != NULL && r < n; r++)
-        hits += engram_hot_find(&cache->dev.hash, idx[r]) != ENGRAM_HOT_MISS;
-    CHECK(engram_gather_job_hits(s->job) == hits);
-    CHECK(st->hit_rows - hit_rows == hits); /* on the fetch's stream, beside the pool */
-    CHECK(s->copy.placed - placed == (cache != NULL ? n - hits : 0)); /* only misses cross */
+    run_fetch_of(t, s, st, idx, tokens, ept, col, cache);
     free(idx);
 }
 
@@ -766,6 +774,46 @@ static void test_queue_errors_cached(void)
     table_free(&t);
 }
 
+/* Hits and misses by entry, as an n-gram trace has them (an order's
+ * sub-table hot, another's cold): whole tasks of hits (nothing staged),
+ * whole tasks of misses, mixed ones and repeated rows, scales in both
+ * layouts, at several pool sizes. */
+static void test_structured_hits(void)
+{
+    table_t t;
+    table_make(&t, (shape_t){2, 1, 4096, 256, 1, 0, 2, 0, 64 * 1024});
+    cache_t c;
+    cache_make(&c, &t, 2); /* the odd rows */
+    enum { TOKENS = 96, EPT = 16 };
+    static int64_t idx[TOKENS * EPT];
+    for (uint32_t tok = 0; tok < TOKENS; tok++)
+        for (uint32_t e = 0; e < EPT; e++) {
+            /* tokens 0-15 hit everywhere, 16-31 miss everywhere, then the
+             * first half of the entries hit, drawn from 64 rows (repeats) */
+            const bool hit = tok < 16 || (tok >= 32 && e < EPT / 2);
+            const uint64_t pick = tok >= 32 && e < EPT / 2 ? next_rand() % 64 : next_rand() % 4096;
+            idx[tok * EPT + e] = (int64_t)(pick * 2 + (hit ? 1 : 0));
+        }
+    static const int threads[] = {1, 4, 15};
+    for (size_t th = 0; th < sizeof(threads) / sizeof(threads[0]); th++) {
+        engram_gather_pool_t *pool;
+        CHECK_OK(engram_gather_pool_create(threads[th], -1, &pool));
+        fake_stream_t st;
+        stream_start(&st);
+        slot_t s;
+        slot_make(&s, pool, &t, TOKENS, EPT);
+        for (int round = 0; round < 4; round++) {
+            run_fetch_of(&t, &s, &st, idx, TOKENS, EPT, round % 2 == 1, &c);
+            run_fetch_of(&t, &s, &st, idx + 16 * EPT, TOKENS - 16, EPT, false, &c); /* misses first */
+        }
+        stream_stop(&st);
+        slot_free(&s);
+        engram_gather_pool_destroy(pool);
+    }
+    cache_free(&c);
+    table_free(&t);
+}
+
 /* Every fetch size of a slot fits its flags (engram_gather_max_chunks),
  * at chunk sizes that make fetches of few rows, many or a task each. */
 static void test_every_size(void)
@@ -942,6 +990,7 @@ int main(void)
     test_in_flight();
     test_queue_errors();
     test_queue_errors_cached();
+    test_structured_hits();
     test_abandon();
     test_ready_out_of_order();
     test_stream_free_before_join();
