@@ -441,6 +441,7 @@ static void check_release_ordered(harness_t *h, cudaStream_t s, bool refused)
         make_indices(h, MAX_TOKENS, 900 + (uint64_t)i, idx + i * rows_per);
     idx[7 * rows_per + 5 * EPT + 1] = -1; /* fetch 7: token 5, entry 1 */
     CUDA_CHECK(cudaMemcpy(d_idx, idx, ORDERED_N * rows_per * sizeof(int64_t), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize()); /* a copy from pageable memory may still be landing */
     engram_fetch_t *f;
     CHECK_STATUS(engram_fetch_release_ordered(NULL, 0), ENGRAM_ERR_INVALID);
     uint32_t n = 0, pending = 0;

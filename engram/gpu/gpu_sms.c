@@ -136,6 +136,10 @@ engram_status_t engram_gpu_sms_calibrate(engram_table_t *t, engram_gpu_table_t *
     cudaError_t ce = cudaMalloc((void **)&dev, rows * sizeof(*dev));
     if (ce == cudaSuccess)
         ce = cudaMemcpy(dev, host, rows * sizeof(*dev), cudaMemcpyHostToDevice);
+    /* from pageable memory the copy may still be landing when it returns,
+     * and the calibration's stream is not ordered after it */
+    if (ce == cudaSuccess)
+        ce = cudaStreamSynchronize(cudaStreamLegacy);
     free(host);
     c.args.indices = dev;
     bool have_stream = false, have_start = false, have_stop = false;

@@ -98,6 +98,10 @@ static engram_status_t build(engram_table_t *t, const int64_t *rows, uint64_t n,
         ce = cudaMemcpy(vals, host_vals, cap * sizeof(uint32_t), cudaMemcpyHostToDevice);
     if (ce == cudaSuccess)
         ce = cudaMemcpy(hot->list_dev, rows, (size_t)n * sizeof(int64_t), cudaMemcpyHostToDevice);
+    /* copies from pageable memory may still be landing when they return,
+     * and the fetches' streams are not ordered after them */
+    if (ce == cudaSuccess)
+        ce = cudaStreamSynchronize(cudaStreamLegacy);
     free(host_keys);
     free(host_vals);
     if (ce != cudaSuccess) {

@@ -338,6 +338,9 @@ static void run_table(engram_group_t *g, const target_t *tg, const char *path, i
             make_set(tg, wl, sh, k, idx);
             CK(cudaMalloc((void **)&d_idx[k], n * sizeof(int64_t)));
             CK(cudaMemcpy(d_idx[k], idx, n * sizeof(int64_t), cudaMemcpyHostToDevice));
+            /* from pageable memory the copy may still be landing when it
+             * returns, and nothing orders it before the fetch's stream */
+            CK(cudaDeviceSynchronize());
             engram_fetch_t *f;
             const void *d_rows;
             CK(engram_fetch_on_stream(t, d_idx[k], sh->tokens, 0, s, &f));

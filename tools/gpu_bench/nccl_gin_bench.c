@@ -99,6 +99,7 @@ static int rank_main(engram_group_t *g, void *arg)
     for (int s = 0; s < SETS; s++)
         make_indices(rank, 1000 + (uint64_t)s, idx + s * n);
     CK(cudaMemcpy(d_idx, idx, SETS * n * sizeof(int64_t), cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize()); /* a copy from pageable memory may still be landing */
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     cudaEvent_t ev[3];
