@@ -30,9 +30,9 @@ engram_status_t engram_gpu_dedup_alloc(engram_table_t *t, engram_gpu_table_t *g)
     if (__builtin_mul_overflow(per_slot, (uint64_t)t->num_slots * sizeof(uint32_t), &total))
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "dedup: %d slots of %llu entries overflow 64 bits", t->num_slots,
                             (unsigned long long)per_slot);
+    /* no clearing here: each fetch's mark clears its slot's table on the
+     * fetch's stream (a cudaMemset here would not be ordered before it) */
     cudaError_t ce = cudaMalloc((void **)&g->dd_table, total);
-    if (ce == cudaSuccess)
-        ce = cudaMemset(g->dd_table, 0, total);
     if (ce != cudaSuccess)
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "GPU table: allocating dedup's %llu bytes of GPU memory: %s",
                             (unsigned long long)total, cudaGetErrorString(ce));
