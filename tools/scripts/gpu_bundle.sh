@@ -8,7 +8,9 @@
 #             (the Python extension) builds against the bundle on the GPU host
 #   examples/fetch.c  built against that layout by the runner
 #   run_gpu_tier.sh   runs them all: bash run_gpu_tier.sh OUT_DIR
-#                     (OUT_DIR/gpu_tier.log and OUT_DIR/gpu_tier.json)
+#                     (OUT_DIR/gpu_tier.log and OUT_DIR/gpu_tier.json), and an
+#                     n-gram trace (tools/ngram_trace.py) through the bench
+#   tools/            ngram_trace.py, for the runner
 #   gpu_scale.sh      fetch rate against table size: bash gpu_scale.sh . OUT_DIR
 # Usage: tools/scripts/gpu_bundle.sh [bundle_dir]   (default .gpubundle, git-ignored)
 # ENGRAM_BAZEL_OUTPUT_BASE picks a Bazel output base. nccl_gin is always in
@@ -72,6 +74,8 @@ bash tools/scripts/install.sh --built "$bin" "$bundle"
 mkdir -p "$bundle/examples"
 cp examples/fetch.c examples/CMakeLists.txt "$bundle/examples/"
 cp tools/scripts/run_gpu_tier.sh "$bundle/run_gpu_tier.sh"
+mkdir -p "$bundle/tools"
+cp tools/ngram_trace.py "$bundle/tools/" # the runner's trace
 cp tools/scripts/gpu_scale.sh "$bundle/gpu_scale.sh"
 git rev-parse HEAD >"$bundle/commit.txt" 2>/dev/null || true
 echo "gpu_bundle: $(wc -l <"$bundle/tests.txt") tests, $(wc -l <"$bundle/benches.txt") benches," \

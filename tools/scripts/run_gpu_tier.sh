@@ -54,6 +54,22 @@ if command -v cc >/dev/null && command -v pkg-config >/dev/null && [[ -f $here/l
     run_one test engram_info
 fi
 while read -r b; do [[ -n $b ]] && run_one bench "$b" "$bench_lines"; done <"$here/benches.txt"
+# An n-gram trace (tools/ngram_trace.py) from this host's license texts over
+# a 1 GiB table, replayed on both paths with and without a 2% cache: every
+# fetch checked bit for bit (a failed check fails the bench).
+trace=$out/ngram_trace.npy
+texts=$(find /usr/share/doc -name copyright 2>/dev/null | head -2000)
+if command -v python3 >/dev/null && python3 -c 'import numpy' 2>/dev/null && [[ -n $texts ]]; then
+    # shellcheck disable=SC2086
+    cat $texts /usr/share/common-licenses/* 2>/dev/null | head -c 3000000 >"$out/ngram_text.txt"
+    if python3 "$here/tools/ngram_trace.py" "$trace" "$out/ngram_text.txt" --table-rows 4194304 2>&1 | tee -a "$log"; then
+        run_one bench engram_gpu_bench --table-gib 1 --indices "$trace" --paths uva,host_gather --sms 0 \
+            --cache-pct 2 "$bench_lines"
+        run_one bench engram_gpu_bench --table-gib 1 --indices "$trace" --paths host_gather "$bench_lines"
+    fi
+else
+    echo "=== trace: not run (it needs python3 with numpy and license texts under /usr/share/doc)" | tee -a "$log"
+fi
 {
     printf '{"date":"%s","host":"%s","gpu":"%s","failed":%d,"results":[' "$(date -u +%FT%TZ)" "$(hostname)" \
         "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" "$failed"
