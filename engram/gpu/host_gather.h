@@ -18,9 +18,10 @@
  *      function, so neither CUDA's callback thread (shared by every stream
  *      of the process, and slow to wake beside a busy pool) nor its
  *      latency is on the fetch's path;
- *   3. on the copy stream, a wait until the ready word reaches the seq
- *      (so the copies follow all the fetch stream's earlier work, which
- *      last read the slot), then per chunk k: a wait until flags[k] >= 1
+ *   3. (without a cache; with one, below) on the copy stream, a wait
+ *      until the ready word reaches the seq (so the copies follow all the
+ *      fetch stream's earlier work, which last read the slot), then per
+ *      chunk k: a wait until flags[k] >= 1
  *      (a stream memory operation on host-mapped memory: the GPU's front
  *      end waits, no SM and no host thread), then the chunk's copy from
  *      staging to the receive rows, so the copy engine moves chunk k while
