@@ -47,7 +47,8 @@ struct engram_gather_job {
     uint64_t chunk_bytes;    /* the most a chunk holds */
     atomic_uint *chunk_left; /* [max_chunks]: tasks of the chunk not done */
     atomic_uint *chunk_fill; /* [max_chunks]: rows staged in the chunk (with a cache) */
-    /* with a cache, what the pool queues the moves with */
+    /* what the pool queues a cache's moves with; cache_dev NULL: this
+     * fetch has no cache (with one, the probe's hit bits tell the misses) */
     const engram_gather_stream_ops_t *ops;
     const void *cache_dev;
     char *rows_dst;
@@ -59,7 +60,6 @@ struct engram_gather_job {
     uint32_t task_rows;
     uint32_t num_rows, num_tokens, entries_per_token, num_chunks, num_tasks;
     bool col_major;
-    bool cached; /* this fetch's rows go through the cache: the probe's hit bits tell the misses */
     atomic_uint next_task;
     atomic_ullong bad_count, bad_first, hits;
     atomic_bool abandoned;
@@ -223,21 +223,24 @@ static void queue_end(engram_gather_job_t *j)
 {
     const engram_gather_stream_ops_t *ops = j->ops;
     void *stream = j->buf.copy_stream;
-    const char *err = atomic_load(&j->error) != NULL ? NULL : ops->bind(j->cache_dev);
-    if (err == NULL && atomic_load(&j->error) == NULL && j->src.packs > 0)
+    const char *err = atomic_load(&j->error); /* a chunk's */
+    if (err == NULL)
+        err = ops->bind(j->cache_dev);
+    if (err == NULL && j->src.packs > 0)
         err = ops->copy(stream, j->scales_dst, j->buf.scales, scale_bytes(j));
-    if (err == NULL && atomic_load(&j->error) == NULL)
+    if (err == NULL)
         err = ops->write(stream, j->buf.copied_dev, j->seq);
-    pool_error(j, err);
-    if (atomic_load(&j->error) == NULL)
+    if (err == NULL)
         return;
+    pool_error(j, err);
     (void)ops->drain(stream); /* a failing drain has nothing left to wait for */
     __atomic_store_n(j->buf.copied, j->seq, __ATOMIC_RELEASE);
 }
 
-/* One task's rows; the worker that ends a chunk's last task flags it.
- * Without a cache row r is staged at r; with one, the task's misses are
- * staged together at the next free rows of the chunk. */
+/* One task's rows; the worker that ends a chunk's last task flags it (with
+ * a cache: queues its moves). Without a cache row r is staged at r; with
+ * one, the task's misses are staged together at the next free rows of the
+ * chunk. */
 static void run_task(engram_gather_job_t *j, uint32_t task, uint64_t *hits)
 {
     const uint32_t lo = task * j->task_rows;
@@ -248,7 +251,7 @@ static void run_task(engram_gather_job_t *j, uint32_t task, uint64_t *hits)
     for (uint32_t r = lo; r < hi; r++) {
         /* with a cache, the probe's hit bits tell the cache's rows: their
          * scales are put here (the hit kernel writes only rows) */
-        if (j->cached && __atomic_load_n(&j->buf.hit_mask[r / 32], __ATOMIC_RELAXED) >> (r % 32) & 1u) {
+        if (j->cache_dev != NULL && __atomic_load_n(&j->buf.hit_mask[r / 32], __ATOMIC_RELAXED) >> (r % 32) & 1u) {
             ++*hits;
             if (j->src.packs > 0)
                 put_scales(j, r, j->buf.indices[r], true);
@@ -256,7 +259,7 @@ static void run_task(engram_gather_job_t *j, uint32_t task, uint64_t *hits)
             rows[m++] = r;
         }
     }
-    if (j->cached) /* the misses staged together at the chunk's next free rows */
+    if (j->cache_dev != NULL) /* the misses staged together at the chunk's next free rows */
         at = (uint64_t)chunk * j->chunk_rows +
              atomic_fetch_add_explicit(&j->chunk_fill[chunk], m, memory_order_relaxed);
     for (uint32_t i = 0; i < m && i < PREFETCH_ROWS; i++)
@@ -264,7 +267,7 @@ static void run_task(engram_gather_job_t *j, uint32_t task, uint64_t *hits)
     for (uint32_t i = 0; i < m; i++) {
         if (i + PREFETCH_ROWS < m)
             prefetch_row(j, rows[i + PREFETCH_ROWS]);
-        if (j->cached)
+        if (j->cache_dev != NULL)
             j->buf.dst_rows[at + i] = rows[i];
         gather_row(j, rows[i], at + i, &bad, &first_bad);
     }
@@ -280,7 +283,7 @@ static void run_task(engram_gather_job_t *j, uint32_t task, uint64_t *hits)
      * the moves' queueing) */
     if (atomic_fetch_sub_explicit(&j->chunk_left[chunk], 1, memory_order_acq_rel) != 1)
         return;
-    if (!j->cached) {
+    if (j->cache_dev == NULL) {
         __atomic_store_n(&j->buf.flags[chunk], 1u, __ATOMIC_RELEASE);
         return;
     }
@@ -571,7 +574,6 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
     atomic_store_explicit(&j->error, NULL, memory_order_relaxed);
     if (num_rows == 0)
         return ENGRAM_OK;
-    j->cached = cache_dev != NULL;
     j->num_rows = (uint32_t)num_rows;
     j->num_tokens = num_tokens;
     j->entries_per_token = entries_per_token;
