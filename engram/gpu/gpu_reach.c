@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "engram/gpu/copy_in.h"
 #include "engram/gpu/gather.h"
 #include "engram/gpu/gpu_sms.h"
 #include "hal/log.h"
@@ -44,11 +45,7 @@ static cudaError_t window_rate(probe_t *p, uint64_t window, int64_t *host_idx, d
     const uint64_t entries = window / PROBE_ROW;
     for (uint64_t i = 0; i < PROBE_ROWS; i++)
         host_idx[i] = (int64_t)(mix(i ^ window) % entries);
-    cudaError_t ce = cudaMemcpy(p->indices, host_idx, PROBE_ROWS * sizeof(int64_t), cudaMemcpyHostToDevice);
-    /* from pageable memory the copy may still be landing when it returns,
-     * and the probe's stream is not ordered after it */
-    if (ce == cudaSuccess)
-        ce = cudaStreamSynchronize(cudaStreamLegacy);
+    cudaError_t ce = engram_gpu_copy_in(p->indices, host_idx, PROBE_ROWS * sizeof(int64_t));
     engram_gpu_gather_args_t a = {
         .shape = {.entries_per_rank = entries, .total_entries = entries, .rank_stride = window,
                   .row_stride = PROBE_ROW, .scaleup = 1, .epr_log2 = engram_route_log2(entries)},

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "engram/gpu/copy_in.h"
 #include "hal/log.h"
 
 enum {
@@ -135,11 +136,7 @@ engram_status_t engram_gpu_sms_calibrate(engram_table_t *t, engram_gpu_table_t *
     int64_t *dev = NULL;
     cudaError_t ce = cudaMalloc((void **)&dev, rows * sizeof(*dev));
     if (ce == cudaSuccess)
-        ce = cudaMemcpy(dev, host, rows * sizeof(*dev), cudaMemcpyHostToDevice);
-    /* from pageable memory the copy may still be landing when it returns,
-     * and the calibration's stream is not ordered after it */
-    if (ce == cudaSuccess)
-        ce = cudaStreamSynchronize(cudaStreamLegacy);
+        ce = engram_gpu_copy_in(dev, host, rows * sizeof(*dev));
     free(host);
     c.args.indices = dev;
     bool have_stream = false, have_start = false, have_stop = false;

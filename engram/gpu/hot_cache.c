@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engram/gpu/copy_in.h"
 #include "engram/gpu/gpu_host_gather.h"
 #include "engram/gpu/gpu_state.h"
 #include "engram/gpu/gpu_table.h"
@@ -93,15 +94,11 @@ static engram_status_t build(engram_table_t *t, const int64_t *rows, uint64_t n,
     if (ce == cudaSuccess)
         ce = cudaMalloc((void **)&hot->rows_dev, (size_t)n * t->params.row_bytes);
     if (ce == cudaSuccess)
-        ce = cudaMemcpy(keys, host_keys, cap * sizeof(int64_t), cudaMemcpyHostToDevice);
+        ce = engram_gpu_copy_in(keys, host_keys, cap * sizeof(int64_t));
     if (ce == cudaSuccess)
-        ce = cudaMemcpy(vals, host_vals, cap * sizeof(uint32_t), cudaMemcpyHostToDevice);
+        ce = engram_gpu_copy_in(vals, host_vals, cap * sizeof(uint32_t));
     if (ce == cudaSuccess)
-        ce = cudaMemcpy(hot->list_dev, rows, (size_t)n * sizeof(int64_t), cudaMemcpyHostToDevice);
-    /* copies from pageable memory may still be landing when they return,
-     * and the fetches' streams are not ordered after them */
-    if (ce == cudaSuccess)
-        ce = cudaStreamSynchronize(cudaStreamLegacy);
+        ce = engram_gpu_copy_in(hot->list_dev, rows, (size_t)n * sizeof(int64_t));
     free(host_keys);
     free(host_vals);
     if (ce != cudaSuccess) {
