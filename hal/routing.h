@@ -50,24 +50,45 @@ typedef struct engram_route {
     uint64_t src_off; /* byte offset in the peer's registered region */
 } engram_route_t;
 
+/* owner = idx / entries_per_rank, local = idx % entries_per_rank (a shift
+ * and a mask when entries_per_rank is a power of two). */
+ENGRAM_HOST_DEVICE void engram_route_split(const engram_route_shape_t *s, uint64_t idx, uint64_t *owner,
+                                           uint64_t *local)
+{
+    if (s->epr_log2 >= 0) {
+        *owner = idx >> s->epr_log2;
+        *local = idx & (s->entries_per_rank - 1);
+    } else {
+        *owner = idx / s->entries_per_rank;
+        *local = idx % s->entries_per_rank;
+    }
+}
+
 /* false (and *r untouched) for an out-of-range index. */
 ENGRAM_HOST_DEVICE bool engram_route_index(const engram_route_shape_t *s, int64_t idx, engram_route_t *r)
 {
     if (idx < 0 || (uint64_t)idx >= s->total_entries)
         return false;
     uint64_t owner, local;
-    if (s->epr_log2 >= 0) {
-        owner = (uint64_t)idx >> s->epr_log2;
-        local = (uint64_t)idx & (s->entries_per_rank - 1);
-    } else {
-        owner = (uint64_t)idx / s->entries_per_rank;
-        local = (uint64_t)idx % s->entries_per_rank;
-    }
+    engram_route_split(s, (uint64_t)idx, &owner, &local);
     uint64_t peer = s->hybrid ? owner / s->scaleup : owner;
     uint64_t intra = s->hybrid ? owner % s->scaleup : 0;
     r->peer = (uint32_t)peer;
     r->src_off = intra * s->rank_stride + local * s->row_stride;
     return true;
+}
+
+/* The rank that holds idx (in range) and the row's offset in that rank's
+ * own shard, whatever the table's mode: where a get to the owner reads
+ * when every rank registers only its own shard (hybrid mode's rows of
+ * other nodes on a GPU-initiated transport with several ranks per node). */
+ENGRAM_HOST_DEVICE void engram_route_owner(const engram_route_shape_t *s, int64_t idx, uint32_t *owner,
+                                           uint64_t *off)
+{
+    uint64_t o, local;
+    engram_route_split(s, (uint64_t)idx, &o, &local);
+    *owner = (uint32_t)o;
+    *off = local * s->row_stride;
 }
 
 /* Flush control: counter is the (queue, peer) position in the current run

@@ -84,6 +84,28 @@ static void check_power_of_two_shapes(void)
     }
 }
 
+/* The owner's own shard: in hybrid mode the node span's offset less the
+ * owner's place in it, the same rank and offset direct routing gives;
+ * past 4 GiB and on both the shift and the division paths. */
+static void check_owner(void)
+{
+    const uint64_t epr[] = {32ull << 20, 1000};
+    for (int e = 0; e < 2; e++) {
+        engram_route_shape_t h = shape(epr[e], 8, 4, 256, 1), d = shape(epr[e], 8, 1, 256, 0);
+        const int64_t idx[] = {0, (int64_t)epr[e] - 1, (int64_t)epr[e], (int64_t)(5 * epr[e] + 7),
+                               (int64_t)(8 * epr[e] - 1)};
+        for (size_t i = 0; i < sizeof(idx) / sizeof(idx[0]); i++) {
+            engram_route_t rh, rd;
+            uint32_t owner = 99;
+            uint64_t off = 99;
+            CHECK(engram_route_index(&h, idx[i], &rh) && engram_route_index(&d, idx[i], &rd));
+            engram_route_owner(&h, idx[i], &owner, &off);
+            CHECK(owner == rd.peer && off == rd.src_off);
+            CHECK(owner / 4 == rh.peer && off == rh.src_off - (owner % 4) * h.rank_stride);
+        }
+    }
+}
+
 static void check_flush_pattern(void)
 {
     uint32_t counter = 0;
@@ -110,6 +132,7 @@ int main(void)
     check_out_of_range();
     check_past_4gib();
     check_power_of_two_shapes();
+    check_owner();
     check_flush_pattern();
     puts("routing_test: ok");
     return 0;

@@ -10,10 +10,11 @@
  * Built with ENGRAM_GPU_TEST_NCCL_GIN (//transports/nccl_gin:nccl_gin_fetch_test)
  * it runs the same checks through transport=nccl_gin instead: 1 rank
  * (every row its own: the communicator, windows and dev comm of one rank),
- * and 2 ranks, one per GPU or both on one (NCCL_MULTI_RANK_GPU_ENABLE=1,
+ * and 2 ranks, one per GPU or all on one (NCCL_MULTI_RANK_GPU_ENABLE=1,
  * set when they share it), as 1 node x 2 and as 2 emulated nodes x 1 (each
- * with its own NCCL_HOSTID, so NCCL's nodes are the group's), direct and
- * hybrid; a host-receive table is refused there. */
+ * with its own NCCL_HOSTID, so NCCL's nodes are the group's), then 2
+ * emulated nodes x 2 and x 4, direct and hybrid; a host-receive table is
+ * refused there. */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <string.h>
@@ -626,7 +627,16 @@ int main(void)
         {2, 1, false, "host_numa", "nccl_gin", NULL, NULL, false, NULL, NULL},
         {2, 1, true, "host_numa", "nccl_gin", NULL, NULL, false, NULL, NULL},
         {2, 2, false, "device", "nccl_gin", NULL, NULL, false, NULL, NULL},
-        {2, 1, true, "host_numa", "nccl_gin", NULL, "on", false, NULL, NULL}};
+        {2, 1, true, "host_numa", "nccl_gin", NULL, "on", false, NULL, NULL},
+        /* several ranks per node (DeepEP's production shape): the node's
+         * rows through the node span, other nodes' from their owners */
+        {4, 2, true, "host_numa", "nccl_gin", NULL, NULL, false, NULL, NULL},
+        {4, 2, true, "device", "nccl_gin", NULL, NULL, false, NULL, NULL},
+        {4, 2, false, "host_numa", "nccl_gin", NULL, NULL, false, NULL, NULL},
+        {4, 2, true, "host_numa", "nccl_gin", NULL, "on", false, NULL, NULL},
+        {8, 4, true, "host_numa", "nccl_gin", NULL, NULL, false, NULL, NULL},
+        {8, 4, true, "device", "nccl_gin", NULL, "on", false, NULL, NULL},
+        {8, 4, false, "device", "nccl_gin", NULL, NULL, false, NULL, NULL}};
 #else
     static const scenario_t shapes[] = {
         {1, 1, false, "host_numa", "loopback", NULL, NULL, false, NULL, NULL},

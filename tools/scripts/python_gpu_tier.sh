@@ -6,7 +6,10 @@
 #                                 memory, fp8 + scales, CUDA graph capture/replay
 #   python/tests/test_launch.py   the fork launcher, Ctrl-C, torch blocked (CPU)
 #   examples/python/engram_fetch.py   DeepEP's default shape, recv=cuda, both
-#                                 gpu_table placements, and --overhead (C API vs Python)
+#                                 gpu_table placements, and --overhead (C API vs Python);
+#                                 with a GPU bundle's RMA plugin in PREFIX, also
+#                                 transport=nccl_gin on 2 emulated nodes x 2 and x 4
+#                                 ranks, hybrid and direct
 #   tools/overlap_bench.py        fetch beside a bf16 GEMM (OVERLAP=0 skips it)
 #   tools/elastic_overhead.py     engram.ElasticBuffer's cost per fetch over Buffer
 #   tools/deepep/run_deepep_engram_test.py   DeepEP's test_engram.py against
@@ -88,6 +91,28 @@ for placement in host_numa device; do
         bad=$((bad + 1))
     fi
 done
+# nccl_gin through the Python layer (engram.launch with local_size): 2
+# emulated nodes of 2 and of 4 ranks on this host's GPUs, hybrid and direct,
+# FP8 + scales, the rows checked bit for bit. Where PREFIX is a GPU bundle
+# (it carries the NIC-less RMA plugin): GIN runs in NCCL's proxy mode there.
+if [[ -f $prefix/bin/libnccl-rma-engram.so ]]; then
+    for shape in "4 2" "8 4"; do
+        read -r ranks local <<<"$shape"
+        for mode in hybrid direct; do
+            echo "== engram_fetch.py --transport nccl_gin --ranks $ranks --local-size $local ($mode, fp8)"
+            flags=()
+            [[ $mode == hybrid ]] && flags=(--hybrid)
+            if NCCL_RMA_PLUGIN=$prefix/bin/libnccl-rma-engram.so NCCL_MULTI_RANK_GPU_ENABLE=1 \
+                CUDA_DEVICE_MAX_CONNECTIONS=32 timeout 300 "$py" "$root/examples/python/engram_fetch.py" \
+                --recv cuda --transport nccl_gin --ranks "$ranks" --local-size "$local" "${flags[@]}" --fp8 \
+                --entries 4096 --tokens 64 --warmup 1 --iters 3; then
+                ok=$((ok + 1))
+            else
+                bad=$((bad + 1))
+            fi
+        done
+    done
+fi
 # Fetch beside compute (tools/overlap_bench.py): skipped with OVERLAP=0; one rank, then
 # the table sharded over OVERLAP_RANKS (default 4; 1 skips it) ranks of
 # this node. JSON lines and tables go to OUT_DIR/overlap[_ranksN].jsonl/.txt.

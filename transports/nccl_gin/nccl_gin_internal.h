@@ -15,7 +15,8 @@ struct engram_transport {
     engram_group_t *group;
     ncclComm_t comm;
     int rank, size, local_size;
-    bool hybrid;     /* RAIL connections, node spans */
+    bool hybrid;     /* node spans: the engram layer loads its node's rows */
+    bool rail;       /* RAIL connections (hybrid, one rank per node); else FULL */
     int queue_depth; /* ginQueueDepth; 0 = NCCL's default */
     int gin_type;    /* ncclGinType_t of the connections used */
 };

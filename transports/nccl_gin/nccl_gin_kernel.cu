@@ -34,7 +34,7 @@ __global__ void __launch_bounds__(kIssueThreads) gin_issue(const ncclDevComm com
     __syncthreads();
     const uint32_t b = blockIdx.x;
     ncclGin gin(comm, (int)engram_nccl_gin_block_context(a.first_queue, a.per_queue, a.batches, b, a.contexts));
-    const ncclTeam team = a.hybrid ? ncclTeamRail(comm) : ncclTeamWorld(comm);
+    const ncclTeam team = a.rail ? ncclTeamRail(comm) : ncclTeamWorld(comm);
     const engram_nccl_gin_rows_t rows =
         engram_nccl_gin_block_rows(a.num_tokens, a.entries_per_token, (uint32_t)a.num_queues, a.batches, b);
     const uint64_t first = rows.first, end = rows.end;
@@ -44,17 +44,21 @@ __global__ void __launch_bounds__(kIssueThreads) gin_issue(const ncclDevComm com
         const uint64_t row = base + lane;
         engram_route_t r = {0, 0};
         bool remote = false;
-        if (row < end && engram_route_index(&a.shape, a.indices[row], &r))
+        uint32_t owner = 0;
+        uint64_t owner_off = 0;
+        if (row < end && engram_route_index(&a.shape, a.indices[row], &r)) {
             remote = r.peer - a.first_local_peer >= a.local_peers;
+            // The owner's own shard window, the row at its offset there
+            // (nccl_gin_launch.c says why not the node's rail peer).
+            engram_route_owner(&a.shape, a.indices[row], &owner, &owner_off);
+        }
         for (unsigned todo = __ballot_sync(~0u, remote); todo != 0; todo &= todo - 1) {
             const int src = __ffs(todo) - 1;
-            const uint32_t peer = __shfl_sync(~0u, r.peer, src);
-            const uint64_t off = __shfl_sync(~0u, r.src_off, src);
+            const uint32_t peer = __shfl_sync(~0u, owner, src);
+            const uint64_t off = __shfl_sync(~0u, owner_off, src);
             if (lane != 0)
                 continue;
             const unsigned flags = engram_flush_next_flags(&mine[peer], a.flush_depth);
-            // Shards have one size on every rank: the row is at src_off in
-            // the owner's (intra is 0: direct, or one rank per node).
             gin.get(team, (int)peer, a.shard_win, off, a.recv_win, a.rows_off + (base + src) * a.row_bytes,
                     a.row_bytes, ncclCoopThread(), ncclGin_None{},
                     (flags & ENGRAM_ROUTE_AGGREGATE) ? ncclGinOptFlagsAggregateRequests : ncclGinOptFlagsDefault,

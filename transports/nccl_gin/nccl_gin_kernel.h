@@ -30,7 +30,7 @@ typedef struct engram_nccl_gin_issue_args {
     uint32_t row_bytes;
     uint32_t flush_depth;
     uint64_t rows_off;    /* offset of the receive slot's row 0 in recv_win */
-    uint32_t hybrid;      /* rail team (peer = node); else world team (peer = rank) */
+    uint32_t rail;        /* rail team (one rank per node: peer = node = rank); else world team */
     uint32_t first_local_peer, local_peers; /* routed peers the engram layer loads itself */
     uint32_t num_peers;   /* of the team */
     uint32_t contexts;    /* GIN contexts of the dev comm */
@@ -38,7 +38,7 @@ typedef struct engram_nccl_gin_issue_args {
     uint32_t batches;     /* blocks per queue of this fetch, <= per_queue */
     int first_queue, num_queues;
     ncclWindow_t recv_win;  /* this rank's receive region */
-    ncclWindow_t shard_win; /* every rank's shard: a row at routing's src_off */
+    ncclWindow_t shard_win; /* every rank's own shard: a row at engram_route_owner's offset */
     engram_nccl_gin_req_t *reqs; /* device, this slot's [num_queues * batches][num_peers] */
     uint8_t *flushed;            /* device, the same shape: reqs[i] is live */
 } engram_nccl_gin_issue_args_t;

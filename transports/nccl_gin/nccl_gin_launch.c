@@ -9,9 +9,16 @@
  * shards): the span maps the other local ranks' shards (and its own parts)
  * by importing them, and CUDA refuses to export an imported allocation
  * again (cuMemExportToShareableHandle: invalid argument), which NCCL's
- * node-local mapping of a window and the CUDA-IPC RMA plugin both need. So
- * a rail peer cannot serve the shards of its node's other ranks: hybrid
- * mode across nodes needs one rank per node here. */
+ * node-local mapping of a window and the CUDA-IPC RMA plugin both need; a
+ * NIC likewise reads only what its own rank registered. So every get reads
+ * the shard window of the rank that holds the row, at the row's offset in
+ * that rank's own shard (routing.h's engram_route_owner): in direct mode
+ * that is the routed peer; in hybrid mode with one rank per node the rail
+ * peer is that rank (RAIL connections); with several ranks per node the
+ * owner is any rank of the other node, so the dev comm has FULL
+ * connections and the get goes to the owner in the world team, one
+ * one-sided operation as before. The engram layer still loads its own
+ * node's rows through the node span. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +43,7 @@ struct engram_gpu_launch {
     uint32_t contexts;           /* made by NCCL; asked for ENGRAM_NCCL_GIN_MAX_QUEUES * per_queue */
     uint32_t per_queue;          /* contexts each queue owns */
     uint32_t depth;              /* gets a context holds in flight per peer */
-    uint32_t num_peers;          /* of the team: ranks (FULL) or nodes (RAIL) */
+    uint32_t num_peers;          /* of the team: the group's ranks (RAIL: one per node) */
     engram_nccl_gin_req_t *reqs; /* device, [slots][ENGRAM_NCCL_GIN_MAX_QUEUES * per_queue][peers] */
     uint8_t *flushed;            /* device, same shape: the request is live */
     slot_queues_t *slots;
@@ -59,13 +66,6 @@ static engram_status_t check_span(const engram_gpu_launch_t *l, const engram_gpu
     if ((s->hybrid != 0) != l->t->hybrid)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "nccl_gin: attach: table is %s, the transport was opened %s",
                             s->hybrid ? "hybrid" : "direct", l->t->hybrid ? "hybrid" : "direct");
-    const engram_transport_t *t = l->t;
-    if (t->hybrid && t->local_size > 1 && t->size > t->local_size)
-        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
-                            "nccl_gin: mode=hybrid across nodes needs one rank per node (here %d): a rail peer "
-                            "would serve its node's other shards, which it maps by import and cannot register; "
-                            "use mode=direct",
-                            t->local_size);
     if (l->num_peers > engram_nccl_gin_max_peers())
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "nccl_gin: %u peers exceed the kernel's %u", l->num_peers,
                             engram_nccl_gin_max_peers());
@@ -124,7 +124,7 @@ static engram_status_t nccl_gin_attach(engram_transport_t *t, const engram_gpu_s
         return engram_group_agree_step(
             t->group, ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "nccl_gin: out of memory for a launcher"), "attach a table");
     l->t = t;
-    l->num_peers = (uint32_t)(t->hybrid ? t->size / t->local_size : t->size);
+    l->num_peers = (uint32_t)t->size;
     l->depth = engram_nccl_gin_queue_depth(t->gin_type, t->queue_depth, getenv("NCCL_GIN_PROXY_QUEUE_SIZE"),
                                            getenv("NCCL_GIN_GDAKI_QP_DEPTH"));
     engram_status_t st = check_span(l, span);
@@ -148,10 +148,10 @@ static engram_status_t nccl_gin_attach(engram_transport_t *t, const engram_gpu_s
     ENGRAM_INFO("nccl_gin: rank %d: windows registered: receive region %llu bytes, shard %llu bytes", t->rank,
                 (unsigned long long)span->recv_bytes, (unsigned long long)span->shard_bytes);
     ncclResult_t r = (ncclResult_t)engram_nccl_gin_devcomm_create(
-        t->comm, (int)(ENGRAM_NCCL_GIN_MAX_QUEUES * l->per_queue), t->hybrid, t->queue_depth, &l->devcomm,
+        t->comm, (int)(ENGRAM_NCCL_GIN_MAX_QUEUES * l->per_queue), t->rail, t->queue_depth, &l->devcomm,
         &l->contexts);
     if (r != ncclSuccess)
-        st = engram_nccl_gin_error(t->comm, t->hybrid ? "ncclDevCommCreate (GIN, RAIL connections)"
+        st = engram_nccl_gin_error(t->comm, t->rail ? "ncclDevCommCreate (GIN, RAIL connections)"
                                                       : "ncclDevCommCreate (GIN, FULL connections)", r);
     else if (l->contexts == 0)
         st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "nccl_gin: the dev comm has no GIN context");
@@ -187,7 +187,7 @@ static engram_status_t nccl_gin_issue(engram_gpu_launch_t *l, const engram_gpu_i
         .row_bytes = f->row_bytes,
         .flush_depth = f->flush_depth,
         .rows_off = f->rows_off,
-        .hybrid = t->hybrid,
+        .rail = t->rail,
         .first_local_peer = f->first_local_peer,
         .local_peers = f->local_peers,
         .num_peers = l->num_peers,

@@ -103,8 +103,9 @@ static engram_status_t exchange_id(engram_transport_t *t, engram_status_t st, nc
     return st;
 }
 
-/* The device API and the connections the mode needs; in hybrid mode
- * NCCL's nodes must be the group's, or rail peers would differ. */
+/* The device API and the connections the mode needs; with RAIL
+ * connections NCCL's nodes must be the group's, or rail peers would
+ * differ. */
 static engram_status_t check_props(engram_transport_t *t)
 {
     engram_nccl_gin_props_t p;
@@ -113,25 +114,27 @@ static engram_status_t check_props(engram_transport_t *t)
         return engram_nccl_gin_error(t->comm, "ncclCommQueryProperties", r);
     if (!p.device_api)
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "nccl_gin: NCCL offers no device API on this communicator");
-    t->gin_type = t->hybrid ? p.railed_gin_type : p.gin_type;
+    t->gin_type = t->rail ? p.railed_gin_type : p.gin_type;
     if (t->gin_type == GIN_TYPE_NONE)
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
                             "nccl_gin: NCCL offers no GIN with %s connections on this communicator (no GIN-capable "
                             "NIC; on a host without one, load the NIC-less RMA plugin: transports/nccl_gin/README.md)",
-                            t->hybrid ? "RAIL" : "FULL");
+                            t->rail ? "RAIL" : "FULL");
     int nodes = t->size / t->local_size;
-    if (t->hybrid && p.lsa_teams != nodes)
+    if (t->rail && p.lsa_teams != nodes)
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
-                            "nccl_gin: mode=hybrid needs NCCL's nodes to be the group's, but NCCL sees %d and the "
+                            "nccl_gin: mode=hybrid with one rank per node gets over RAIL connections, which need "
+                            "NCCL's nodes to be the group's, but NCCL sees %d and the "
                             "group %d (local_size %d); give each node's ranks their own NCCL_HOSTID",
                             p.lsa_teams, nodes, t->local_size);
     return ENGRAM_OK;
 }
 
 /* "NCCL 2.30.7, GIN proxy over RMA plugin <NCCL_RMA_PLUGIN>, FULL
- * connections": the version, the GIN type NCCL chose (gdaki: the NIC's
- * GPU-direct path; proxy: a host thread, over the RMA plugin named in
- * NCCL_RMA_PLUGIN when set) and the connections. */
+ * connections; hybrid mode: ...": the version, the GIN type NCCL chose
+ * (gdaki: the NIC's GPU-direct path; proxy: a host thread, over the RMA
+ * plugin named in NCCL_RMA_PLUGIN when set), the connections, and what
+ * hybrid mode takes on each topology. */
 static void nccl_gin_describe(const engram_transport_t *t, char *buf, size_t len)
 {
     static const char *const types[] = {"none", "?", "proxy", "gdaki (GPU-initiated on the NIC)", "gpi"};
@@ -140,8 +143,11 @@ static void nccl_gin_describe(const engram_transport_t *t, char *buf, size_t len
     int ty = t->gin_type >= 0 && t->gin_type <= 4 ? t->gin_type : 1;
     const char *plugin = getenv("NCCL_RMA_PLUGIN");
     bool over_plugin = ty == ENGRAM_NCCL_GIN_TYPE_PROXY && plugin != NULL && plugin[0] != '\0';
-    snprintf(buf, len, "NCCL %s, GIN %s%s%s, %s connections", v, types[ty], over_plugin ? " over RMA plugin " : "",
-             over_plugin ? plugin : "", t->hybrid ? "RAIL" : "FULL");
+    snprintf(buf, len,
+             "NCCL %s, GIN %s%s%s, %s connections; hybrid mode: one rank per node over RAIL connections (NCCL's "
+             "nodes must be the group's: NCCL_HOSTID), several over FULL connections (each get to the rank that "
+             "holds the row, off the rail)",
+             v, types[ty], over_plugin ? " over RMA plugin " : "", over_plugin ? plugin : "", t->rail ? "RAIL" : "FULL");
 }
 
 /* The keys nccl_gin declares (read through the view at open). */
@@ -166,6 +172,11 @@ static engram_status_t nccl_gin_open(engram_group_t *group, const engram_config_
     t->size = engram_group_size(group);
     t->local_size = engram_group_local_size(group);
     t->hybrid = mode == ENGRAM_MODE_HYBRID;
+    /* A rail peer reads only its own registrations: with one rank per
+     * node that is its node's shard, with more the node's other shards are
+     * their owners' to serve, so gets go to the owner over FULL
+     * connections (nccl_gin_launch.c). */
+    t->rail = t->hybrid && t->local_size == 1;
     t->queue_depth = (int)queue_depth;
     char reason[320];
     if (!version_matches(reason, sizeof(reason)))
@@ -180,7 +191,7 @@ static engram_status_t nccl_gin_open(engram_group_t *group, const engram_config_
                                  "create its NCCL communicator with GIN");
     if (st != ENGRAM_OK)
         goto err_destroy_comm;
-    char desc[512];
+    char desc[1024];
     nccl_gin_describe(t, desc, sizeof(desc));
     ENGRAM_INFO("nccl_gin: rank %d of %d: communicator ready: %s", t->rank, t->size, desc);
     *out = t;
