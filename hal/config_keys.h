@@ -34,7 +34,8 @@
     X(transport, STRING, "auto", "auto|loopback|ucx|nccl_gin|mlx5dv|<plugin name>",                   \
       "Transport backend; auto picks the best available and logs why others were passed over")        \
     X(mode, ENUM, "direct", "direct|hybrid",                                                          \
-      "direct: one connection per rank; hybrid: one per node through the rail rank")                  \
+      "direct: one connection per rank; hybrid: a node's rows from its shards, other nodes' through "  \
+      "one rank each (nccl_gin with several ranks a node: the row's owner)")                          \
     X(num_qps, INT, "0", "0..1024", "Queues per transport; 0 = all the transport offers")             \
     X(flush_depth, INT, "768", "1..1048576", "Every flush_depth-th get per (queue, peer) rings the doorbell") \
     X(fetch_slots, INT, "4", "1..64", "Receive slots per table = fetches that may be in flight at once") \

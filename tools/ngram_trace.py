@@ -112,7 +112,10 @@ def main(argv=None):
     a = p.parse_args(argv)
     if not 0 < a.cache_pct <= 100:
         p.error("--cache-pct wants a share in (0, 100], got %s" % a.cache_pct)
-    ids, vocab = token_ids(a.text)
+    try:
+        ids, vocab = token_ids(a.text)
+    except OSError as e:
+        p.error("reading %s: %s" % (e.filename, e.strerror))
     steps = len(ids) // a.tokens
     if steps < 1:
         p.error("the text has %d words: fewer than one step of --tokens %d" % (len(ids), a.tokens))
@@ -121,7 +124,10 @@ def main(argv=None):
     except ValueError as e:
         p.error(str(e))
     trace = rows.reshape(steps, a.tokens, rows.shape[1])
-    np.save(a.out, trace)
+    try:
+        np.save(a.out, trace)
+    except OSError as e:
+        p.error("writing %s: %s" % (a.out, e.strerror or e))
     print("%s: %d steps x %d tokens x %d rows (orders %s, %d heads) over %d table rows, %d words of %d distinct"
           % (a.out, steps, a.tokens, rows.shape[1], ",".join(map(str, a.orders)), a.heads, a.table_rows,
              len(ids), vocab))

@@ -111,7 +111,10 @@ def parse_sms(text):
 def load_trace(path, rows):
     """[steps, tokens, ept] int64 from an .npy of int32/int64."""
     np = need("numpy")
-    a = np.load(path, allow_pickle=False)
+    try:
+        a = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:  # missing, unreadable, not an .npy
+        raise SystemExit("overlap_bench: --indices %s: %s" % (path, e))
     if a.ndim != 3 or a.dtype not in (np.int32, np.int64):
         raise SystemExit("overlap_bench: %s: want int32/int64 [steps, tokens, entries_per_token], got %s %s"
                          % (path, a.dtype, a.shape))
@@ -510,6 +513,11 @@ def main(argv=None):
     trace = load_trace(args.indices, args.rows) if args.indices else None
     shape_list(args, trace)
     parse_sms(args.sms)  # fail on a bad list before any GPU work
+    if args.json:
+        try:
+            open(args.json, "a").close()  # an unwritable --json fails here, not after the runs
+        except OSError as e:
+            raise SystemExit("overlap_bench: --json %s: %s" % (args.json, e.strerror or e))
     if args.ranks == 1:
         return run(args, trace)
     engram = need("engram")  # forks before this process touches CUDA

@@ -52,3 +52,11 @@ def test_trace_shape_range_and_repeats(tmp_path):
 def test_refusals(tmp_path, args, message):
     r = run(str(tmp_path / "t.npy"), text(tmp_path, 2), *args)
     assert r.returncode == 2 and message in r.stderr, (r.returncode, r.stderr)
+
+
+def test_unreadable_text_and_unwritable_out(tmp_path):
+    r = run(str(tmp_path / "t.npy"), str(tmp_path / "missing.txt"))
+    assert r.returncode == 2 and "reading" in r.stderr and "missing.txt" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    r = run(str(tmp_path / "no" / "such" / "dir" / "t.npy"), text(tmp_path, 16), "--tokens", "32")
+    assert r.returncode == 2 and "writing" in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -27,10 +27,14 @@ def run(*args):
     (["--rows", "0"], "--rows must be >= 1"),
     (["--hidden", "0"], "--hidden must be >= 1"),
     (["--fetches", "-1"], "--fetches must be >= 0"),
+    (["--indices", "/nonexistent/trace.npy"], "--indices /nonexistent/trace.npy"),
+    (["--indices", __file__], "--indices"),  # not an .npy
+    (["--json", "/nonexistent/dir/out.jsonl"], "--json /nonexistent/dir/out.jsonl"),
 ])
 def test_bad_arguments_are_refused(args, message):
     r = run(*args)
     assert r.returncode != 0 and message in r.stdout + r.stderr, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the device tier measures on a GPU")
