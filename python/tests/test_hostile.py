@@ -508,8 +508,8 @@ def engram_records():
 
 
 def test_handled_errors_are_raised_not_logged():
-    """BUSY on destroy, write and fetch (and a bad index, a refused write)
-    are outcomes the caller sees and handles: no record of the engram
+    """BUSY on destroy, write and fetch (and a bad index, a refused write,
+    a refused cache) are outcomes the caller sees and handles: no record of the engram
     logger for them. (These are the records the Python layer emits; what
     the C library writes without the package is the library's own.)"""
     buf = solo_buffer()
@@ -530,6 +530,11 @@ def test_handled_errors_are_raised_not_logged():
             with pytest.raises(engram.Error):
                 engram.Buffer(engram.Group.solo(), E, H, np.float32, T, K, recv="host",
                               config={"transport": "no_such_transport"})
+            # refused by the library (a host-receive table has no GPU cache)
+            with pytest.raises(engram.InvalidArgumentError, match="recv=CUDA"):
+                buf.cache_rows([0, 1])
+            with pytest.raises(engram.InvalidArgumentError, match="recv=CUDA"):
+                buf.cache_profile(np.zeros((T, K), np.int64), 4)
         assert not records, [(r.levelname, r.filename, r.getMessage()) for r in records]
     finally:
         buf.destroy()

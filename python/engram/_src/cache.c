@@ -45,12 +45,21 @@ static PyObject *call(eg_table_t *self, PyObject *rows, unsigned long long max_r
     Py_RETURN_NONE;
 }
 
+/* call() with the library's error lines held: the one raised is not also logged. */
+static PyObject *held_call(eg_table_t *self, PyObject *rows, unsigned long long max_rows, bool profile)
+{
+    eg_log_hold();
+    PyObject *r = call(self, rows, max_rows, profile);
+    eg_log_flush();
+    return r;
+}
+
 PyObject *eg_table_cache_rows(PyObject *self, PyObject *args)
 {
     PyObject *rows;
     if (!PyArg_ParseTuple(args, "O", &rows))
         return NULL;
-    return call((eg_table_t *)self, rows, 0, false);
+    return held_call((eg_table_t *)self, rows, 0, false);
 }
 
 PyObject *eg_table_cache_profile(PyObject *self, PyObject *args)
@@ -59,5 +68,5 @@ PyObject *eg_table_cache_profile(PyObject *self, PyObject *args)
     unsigned long long max_rows;
     if (!PyArg_ParseTuple(args, "OK", &indices, &max_rows))
         return NULL;
-    return call((eg_table_t *)self, indices, max_rows, true);
+    return held_call((eg_table_t *)self, indices, max_rows, true);
 }

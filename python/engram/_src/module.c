@@ -35,10 +35,11 @@ static PyObject *host_identity(PyObject *self, PyObject *unused)
     (void)self;
     (void)unused;
     char id[ENGRAM_HOST_IDENTITY_MAX];
+    eg_log_hold(); /* the error raised is not also logged */
     engram_status_t st = engram_host_identity(id, sizeof(id));
-    if (st != ENGRAM_OK)
-        return eg_raise_status(st, "host_identity");
-    return PyUnicode_FromString(id);
+    PyObject *r = st == ENGRAM_OK ? PyUnicode_FromString(id) : eg_raise_status(st, "host_identity");
+    eg_log_flush();
+    return r;
 }
 
 static PyMethodDef module_methods[] = {
