@@ -38,5 +38,7 @@ refuse "--seed needs an integer in [0, 18446744073709551615]" --seed 18446744073
 refuse "--seed needs an integer" --seed -1
 refuse "--iters 2147483647 + --warmup 1 exceed 2147483647" --iters 2147483647 --warmup 1
 refuse "--indices replays a trace; it does not take --dist" --indices /dev/null --dist zipf
+refuse "--local-size 3 must divide --ranks 4" --ranks 4 --local-size 3
+refuse "--local-size 5 must divide --ranks 4" --local-size 5
 [ "$fails" = 0 ] && echo "bench_flags_test: all passed"
 exit $((fails > 0))

@@ -120,6 +120,11 @@ static void parse(int argc, char **argv, bench_opts_t *o)
         fprintf(stderr, "engram_bench: --iters %d + --warmup %d exceed %d\n", c->iters, c->warmup, INT32_MAX);
         exit(2);
     }
+    if (c->local_size > 0 && c->ranks % c->local_size != 0) {
+        fprintf(stderr, "engram_bench: --local-size %d must divide --ranks %d (nodes of equal size)\n",
+                c->local_size, c->ranks);
+        exit(2);
+    }
     if (o->indices && o->dist_set) {
         fprintf(stderr, "engram_bench: --indices replays a trace; it does not take --dist\n");
         exit(2);
