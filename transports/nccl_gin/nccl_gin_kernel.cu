@@ -46,12 +46,12 @@ __global__ void __launch_bounds__(kIssueThreads) gin_issue(const ncclDevComm com
         bool remote = false;
         uint32_t owner = 0;
         uint64_t owner_off = 0;
-        if (row < end && engram_route_index(&a.shape, a.indices[row], &r)) {
+        if (row < end && engram_route_index(&a.shape, a.indices[row], &r))
             remote = r.peer - a.first_local_peer >= a.local_peers;
-            // The owner's own shard window, the row at its offset there
-            // (nccl_gin_launch.c says why not the node's rail peer).
+        // The owner's own shard window, the row at its offset there
+        // (nccl_gin_launch.c says why not the node's rail peer).
+        if (remote)
             engram_route_owner(&a.shape, a.indices[row], &owner, &owner_off);
-        }
         for (unsigned todo = __ballot_sync(~0u, remote); todo != 0; todo &= todo - 1) {
             const int src = __ffs(todo) - 1;
             const uint32_t peer = __shfl_sync(~0u, owner, src);
