@@ -258,18 +258,30 @@ const char *engram_registry_module_dir(void)
     return module_dir;
 }
 
-/* dlopen's reason, with what to do when the plugin calls library
- * functions it cannot find: a plugin of transport ABI version 2 is not
+/* dlopen's reason, with what to do when the plugin calls functions it
+ * cannot find: the library's (a plugin of transport ABI version 2 is not
  * linked against libengram.so.0 and finds them only in the global scope,
- * which a libengram loaded RTLD_LOCAL is not in. */
+ * which a libengram loaded RTLD_LOCAL is not in), or a dependency's (the
+ * dynamic linker took another version of it: one loaded already under the
+ * same soname, as a PyTorch process holds its own libnccl.so.2, or one
+ * found first on the library path). */
 static void describe_dlopen_failure(char *buf, size_t len, const char *file, const char *error)
 {
-    bool unresolved = error != NULL && strstr(error, "undefined symbol: engram_") != NULL;
-    snprintf(buf, len, "%s could not be loaded: %s%s", file, error ? error : "unknown error",
-             unresolved ? " (a plugin of transport ABI version 2 resolves the library's functions from the global "
-                          "scope, which this libengram is not in: rebuild it against <engram/plugin/plugin.h> "
-                          "and link it with -lengram)"
-                        : "");
+    const char *hint = "";
+    if (error != NULL && strstr(error, "undefined symbol: engram_") != NULL)
+        hint = " (a plugin of transport ABI version 2 resolves the library's functions from the global scope, "
+               "which this libengram is not in: rebuild it against <engram/plugin/plugin.h> and link it with "
+               "-lengram)";
+    else if (error != NULL && strstr(error, "undefined symbol: ") != NULL)
+        hint = " (a library it needs is another version than it was built against: one this process already "
+               "holds under its soname, as PyTorch holds its libnccl.so.2, or one first on the library path; "
+               "LD_PRELOAD the right one)";
+    /* dlerror names the file first: once is enough (engram_last_error has
+     * ENGRAM_LAST_ERROR_BYTES) */
+    size_t n = strlen(file);
+    if (error != NULL && strncmp(error, file, n) == 0 && strncmp(error + n, ": ", 2) == 0)
+        error += n + 2;
+    snprintf(buf, len, "%s could not be loaded: %s%s", file, error ? error : "unknown error", hint);
 }
 
 /* A module whose libraries this host lacks is normal (auto passes over
@@ -283,7 +295,7 @@ static engram_status_t plugin_open(const char *file, const char *name, const eng
         return complete;
     void *handle = dlopen(file, RTLD_NOW | RTLD_LOCAL);
     if (handle == NULL) {
-        char why[PATH_MAX + 512];
+        char why[PATH_MAX + 1024];
         describe_dlopen_failure(why, sizeof(why), file, dlerror());
         if (unloadable == NULL)
             return ENGRAM_ERROR(ENGRAM_ERR_IO, "plugin %s", why);

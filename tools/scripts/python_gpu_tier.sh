@@ -95,14 +95,17 @@ done
 # emulated nodes of 2 and of 4 ranks on this host's GPUs, hybrid and direct,
 # FP8 + scales, the rows checked bit for bit. Where PREFIX is a GPU bundle
 # (it carries the NIC-less RMA plugin): GIN runs in NCCL's proxy mode there.
-if [[ -f $prefix/bin/libnccl-rma-engram.so ]]; then
+# torch loads its own libnccl.so.2 (older: 2.28.9 in torch 2.11), which the
+# module would then bind to: the bundle's is preloaded.
+if [[ -f $prefix/bin/libnccl-rma-engram.so && -f $prefix/lib/libnccl.so.2 ]]; then
     for shape in "4 2" "8 4"; do
         read -r ranks local <<<"$shape"
         for mode in hybrid direct; do
             echo "== engram_fetch.py --transport nccl_gin --ranks $ranks --local-size $local ($mode, fp8)"
             flags=()
             [[ $mode == hybrid ]] && flags=(--hybrid)
-            if NCCL_RMA_PLUGIN=$prefix/bin/libnccl-rma-engram.so NCCL_MULTI_RANK_GPU_ENABLE=1 \
+            if LD_PRELOAD=$prefix/lib/libnccl.so.2 NCCL_RMA_PLUGIN=$prefix/bin/libnccl-rma-engram.so \
+                NCCL_MULTI_RANK_GPU_ENABLE=1 \
                 CUDA_DEVICE_MAX_CONNECTIONS=32 timeout 300 "$py" "$root/examples/python/engram_fetch.py" \
                 --recv cuda --transport nccl_gin --ranks "$ranks" --local-size "$local" "${flags[@]}" --fp8 \
                 --entries 4096 --tokens 64 --warmup 1 --iters 3; then
