@@ -7,9 +7,13 @@ static const char *indices(const bench_case_t *c)
     return c->trace ? "trace" : c->dist == TABLE_GEN_ZIPF ? "zipf" : "uniform";
 }
 
+/* What the rows stand for: FP8 with scales, bf16 elements (DeepEP's
+ * default), or bytes where a row holds no whole number of bf16 elements. */
 static const char *dtype(const bench_case_t *c)
 {
-    return c->fp8 ? (c->sf_col_major ? "fp8+sf(col)" : "fp8+sf(row)") : "bf16";
+    if (c->fp8)
+        return c->sf_col_major ? "fp8+sf(col)" : "fp8+sf(row)";
+    return c->row_bytes % 2 == 0 ? "bf16" : "bytes";
 }
 
 void bench_print_human(const bench_case_t *c, const bench_result_t *r)
