@@ -535,6 +535,8 @@ def test_handled_errors_are_raised_not_logged():
                 buf.cache_rows([0, 1])
             with pytest.raises(engram.InvalidArgumentError, match="recv=CUDA"):
                 buf.cache_profile(np.zeros((T, K), np.int64), 4)
+            with pytest.raises(engram.InvalidArgumentError, match="divisor"):
+                engram.launch(4, lambda group: 0, local_size=3)  # refused by the fork launcher
         assert not records, [(r.levelname, r.filename, r.getMessage()) for r in records]
     finally:
         buf.destroy()

@@ -70,6 +70,9 @@ void eg_log_flush(void);
 int eg_log_mark(void);
 void eg_log_discard_since(int mark);
 void eg_log_drop_raised(const char *message);
+/* In a child forked during a hold: the hold and its lines are the
+ * parent's; the child logs its own lines as they come. */
+void eg_log_forget(void);
 
 /* Whether the interpreter is finalizing (or gone): no Python may run, and
  * PyGILState_Ensure must not be called. */

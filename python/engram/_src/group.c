@@ -407,6 +407,7 @@ static int fork_rank_main(engram_group_t *g, void *arg)
      * thread states must be reset before any Python runs. The thread that
      * forked held the GIL, so this one does. */
     PyOS_AfterFork_Child();
+    eg_log_forget(); /* launch() holds its lines while the ranks run */
     struct fork_arg *fa = arg;
     PyObject *fn = fa->fn;
     PyObject *group = eg_group_wrap_borrowed(fa->type, g);
@@ -450,6 +451,7 @@ PyObject *eg_fork_run(PyObject *self, PyObject *args, PyObject *kwargs)
     /* The parent keeps the GIL while its children run: it only waits for
      * them, and a child starts as a copy of this (GIL-holding) thread. */
     PyOS_BeforeFork();
+    eg_log_hold(); /* a refusal raised is not also logged */
     engram_status_t st = engram_group_fork_run(nranks, local_size, fork_rank_main, &fa, codes);
     PyOS_AfterFork_Parent();
     PyObject *list = NULL;
@@ -461,8 +463,11 @@ PyObject *eg_fork_run(PyObject *self, PyObject *args, PyObject *kwargs)
     PyMem_Free(codes);
     if (st != ENGRAM_OK && (st == ENGRAM_ERR_INVALID || list == NULL)) {
         Py_XDECREF(list);
-        return eg_raise_status(st, "launch");
+        eg_raise_status(st, "launch");
+        eg_log_flush();
+        return NULL;
     }
+    eg_log_flush(); /* a rank's failure: the library's lines say which, Python raises with the codes */
     if (PyErr_CheckSignals() < 0) {
         Py_XDECREF(list);
         return NULL;

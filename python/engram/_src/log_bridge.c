@@ -159,6 +159,16 @@ void eg_log_flush(void)
     }
 }
 
+void eg_log_forget(void)
+{
+    for (int i = 0; i < held.n; i++) {
+        free(held.lines[i].file);
+        free(held.lines[i].msg);
+    }
+    held.n = 0;
+    held.depth = 0;
+}
+
 /* Keeps the line for the call's end; 0 when it is not to be held (then
  * the caller logs it now). */
 static int hold_line(int pylevel, const char *file, int line, const char *msg)
