@@ -65,6 +65,7 @@ void engram_fetch_reset(engram_fetch_slot_t *f, int first_queue, int num_queues,
     f->num_queues = num_queues;
     f->completed = false;
     f->timed_out = false;
+    f->polled = false;
     f->status = ENGRAM_OK;
     f->num_tokens = num_tokens;
     f->flags = flags;

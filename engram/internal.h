@@ -46,6 +46,7 @@ struct engram_fetch_slot {
     uint32_t handle_record; /* fetch_handle.c's record + 1; 0 = none */
     bool completed;  /* every flush request has completed */
     bool timed_out;  /* a wait gave up on it: release retires it at once */
+    bool polled;     /* a test has seen it in flight (recv=CUDA: later tests also ask CUDA for a fault) */
     engram_status_t status; /* first error seen, sticky */
     uint32_t num_tokens;
     unsigned flags;

@@ -202,7 +202,10 @@ ENGRAM_API engram_status_t engram_fetch_on_queues(engram_table_t *table, int fir
  * engram_fetch_buffers, engram_fetch_bad_indices and engram_fetch_release refuse such a handle,
  * and NULL, with ENGRAM_ERR_INVALID and leave every fetch as it was. */
 
-/* ENGRAM_OK when complete, ENGRAM_INPROGRESS, or an error. */
+/* ENGRAM_OK when complete, ENGRAM_INPROGRESS, or an error. recv=CUDA: a
+ * kernel fault is reported from a fetch's second test on (the first reads
+ * only the kernel's completion report, without a CUDA call), so a wait
+ * ends on a fault at its second poll. */
 ENGRAM_API engram_status_t engram_test(engram_fetch_t *fetch);
 /* Waits (bounded by timeout_ms) and returns the rows
  * [num_tokens][entries_per_token * row_bytes] and, if the table has

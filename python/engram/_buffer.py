@@ -176,7 +176,8 @@ class Buffer:
     serves the next fetch on the same stream at once, before the GPU has
     run the fetch (CUDA orders the next fetch after it and after the work
     queued in between, as torch's caching allocator reuses memory), so a
-    loop of fetches on one stream never waits on the host. Work reading
+    loop of fetches on one stream never waits on the host; so does a
+    hook dropped or released without being called. Work reading
     the rows on another stream must be ordered before the fetch stream's
     later work (an event). The one wait left is a fetch that finds every
     slot taken by tensors still alive, or by fetches still running on

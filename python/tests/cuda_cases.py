@@ -291,6 +291,34 @@ def case_stream_hook_timeout_at_synchronize(ctx):
     buf.destroy()
 
 
+def case_stream_hook_dropped_never_waits(ctx):
+    """Behind a sleeping GPU, a hook released without being called, and
+    one dropped, return at once (their slots freed in stream order); a bad
+    index in one of them is raised later as any stream-ordered fetch's,
+    and the fetches after them get their rows."""
+    buf = stream_buffer(ctx)
+    bad = ctx.indices()
+    bad[6, 2] = -1
+    idx = ctx.indices()
+    dev_bad, dev_idx = bad.cuda(), idx.cuda()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(SLEEP_CYCLES)
+    t0 = time.perf_counter()
+    for _ in range(8):  # twice the slots: each must be freed in stream order
+        buf.engram_fetch(dev_idx).release()
+        buf.engram_fetch(dev_idx)  # dropped at once
+    buf.engram_fetch(dev_bad).release()
+    rows, _ = buf.engram_fetch(dev_idx)()
+    took = time.perf_counter() - t0
+    assert took < 0.05, "released and dropped hooks took %.1f ms with the GPU busy: they waited" % (took * 1e3)
+    assert not torch.cuda.current_stream().query(), "the GPU finished before the hooks returned"
+    out = rows.view(torch.uint8).clone()
+    del rows
+    check_deferred(expect(engram.BadIndexError, buf.synchronize))
+    assert torch.equal(out.cpu(), ctx.full_bytes[idx].reshape(T, K * H * 2))
+    buf.destroy()
+
+
 def case_stream_hook_slots_reused_in_stream_order(ctx):
     """40 fetches on one stream behind a sleeping GPU through 4 slots, each
     one's rows copied on the stream and dropped: every copy bit-exact (a

@@ -500,6 +500,12 @@ static PyObject *fetch_wait_capsules(eg_fetch_t *self, PyObject *noargs)
 static engram_status_t fetch_release_slot(eg_fetch_t *self)
 {
     engram_status_t st = ENGRAM_OK;
+    /* A stream-ordered fetch whose hook handed out nothing is ended in
+     * stream order as well: dropping or releasing it never waits for the
+     * GPU, and its outcome is the table's, as any other's. */
+    if (!self->tracked && self->f != NULL && self->table->stream_ordered && !self->captured && !self->waited &&
+        self->failed == ENGRAM_OK && eg_stream_track(self) < 0)
+        PyErr_Clear(); /* no memory to track it: released below, waiting */
     if (self->tracked)
         eg_stream_hand_over(self); /* released by the table once complete: no wait here */
     if (self->f != NULL) {
@@ -625,7 +631,8 @@ static PyMethodDef fetch_methods[] = {
      "BadIndexError still carries Arrays."},
     {"release", (PyCFunction)fetch_release, METH_NOARGS,
      "release()\n--\n\nFrees the receive slot now (BusyError while tensors still view it; TimeoutError when "
-     "its gets had not completed: released, the slot retired until they do)."},
+     "its gets had not completed: released, the slot retired until they do). Stream-ordered: freed in stream "
+     "order, without waiting."},
     {"detach", (PyCFunction)fetch_detach, METH_NOARGS,
      "detach()\n--\n\nAs release(), though tensors still view the slot: they see what the next fetch into it "
      "writes, and nothing once the buffer is destroyed (DeepEP's lifetime, for ElasticBuffer.destroy)."},

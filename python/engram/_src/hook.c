@@ -156,7 +156,8 @@ static PyMethodDef hook_methods[] = {
     {"release", (PyCFunction)hook_release, METH_NOARGS,
      "release()\n--\n\nFrees the receive slot now (BusyError while tensors still view it). engram.TimeoutError: "
      "the fetch's gets had not completed within timeout_ms; it is released all the same, and its receive slot is "
-     "retired until they complete (or the buffer is destroyed)."},
+     "retired until they complete (or the buffer is destroyed). On a stream-ordered buffer it never waits: the "
+     "slot is freed in stream order, and the fetch's error is raised later, as every stream-ordered fetch's."},
     {NULL},
 };
 
