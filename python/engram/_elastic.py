@@ -249,7 +249,9 @@ class ElasticBuffer:
         """Collective teardown, harmless twice. As DeepEP's, it ends the buffer
         whatever tensors still view fetched rows (engram.Buffer refuses with
         BusyError instead): their slots are released first, and those tensors
-        must not be used afterwards."""
+        must not be used afterwards: on host receive they read zeros from
+        then on; on recv="cuda" their device memory is freed, and a kernel
+        reading it faults (CUDA's sticky error), as with DeepEP."""
         if self._buffer is None:
             return
         self._buffer._table.detach_fetches()

@@ -109,6 +109,23 @@ def case_destroy_with_live_views(ctx):
     del data, kept
 
 
+def case_views_outliving_destroy_read_zeros(ctx):
+    """Tensors a destroy left viewing fetched rows (DeepEP's lifetime: not
+    to be used after) read zeros and keep what is written to them, instead
+    of reading freed pages and killing the process."""
+    buf = ctx.buffer(dtype="float8_e4m3fn", hidden=H)
+    buf.engram_write(ctx.shard, sf=ctx.sf)
+    data, sf = buf.engram_fetch(ctx.indices)()
+    rows = data.numpy()  # another consumer's view of the same memory
+    assert data.any()
+    buf.destroy()
+    assert not data.any() and not rows.any(), "a destroyed buffer's rows still read as rows"
+    data[0, 0] = 7
+    assert rows[0, 0] == 7
+    float(sf.sum())  # readable (the scales are heap memory, or mapped again like the rows)
+    del data, rows, sf
+
+
 def case_destroy_after_fetches_die_in_any_order(ctx):
     """Fetch objects ending in any order (the buffer's list of them stays
     whole), some left alive with views or uncalled hooks: destroy detaches

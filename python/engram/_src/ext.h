@@ -136,6 +136,13 @@ typedef struct eg_torch {
     PyObject *on_device;  /* (device, fn) -> fn() with that device current */
 } eg_torch_t;
 
+/* A page range of receive memory that detached views outlive (orphan.c). */
+typedef struct eg_orphan {
+    uintptr_t lo, hi; /* hi 0: none */
+    int mapped;       /* remapped after the library freed it; unmapped when the table goes */
+} eg_orphan_t;
+enum { EG_ORPHAN_ROWS, EG_ORPHAN_SCALES, EG_ORPHAN_KINDS };
+
 typedef struct eg_table {
     PyObject_HEAD
     engram_context_t *ctx;
@@ -172,8 +179,15 @@ typedef struct eg_table {
     char deferred_message[1024];
     eg_torch_t torch;
     struct eg_fetch *live; /* every Fetch object alive, newest first (GIL): detach_fetches() */
+    eg_orphan_t orphans[EG_ORPHAN_KINDS];
 } eg_table_t;
 extern PyTypeObject eg_TableType;
+/* orphan.c: note the memory a detached fetch's views span (recv='host');
+ * map those pages again once the library has freed them (after its
+ * destroy); unmap them when the table goes. */
+void eg_orphan_note(eg_table_t *t, int kind, const void *addr, size_t bytes);
+void eg_orphan_remap(eg_table_t *t);
+void eg_orphan_free(eg_table_t *t);
 /* _config_values(config, keys): the effective value of each key (text) for a config dict (table.c). */
 PyObject *eg_config_values(PyObject *self, PyObject *args);
 /* Table.stats() (stats.c); Table.cache_rows(rows), Table.cache_profile(indices, max_rows) (cache.c). */
@@ -202,6 +216,8 @@ typedef struct eg_fetch {
     PyObject *keep;      /* recv='cuda', torch fast path: the index tensor, kept until release */
     int tracked;         /* its rows were handed out in stream order and the table awaits its completion */
     struct eg_fetch *live_prev, *live_next; /* the table's list of live Fetch objects */
+    const void *span[EG_ORPHAN_KINDS]; /* what its views cover: rows, scales (orphan.c) */
+    size_t span_bytes[EG_ORPHAN_KINDS];
 } eg_fetch_t;
 extern PyTypeObject eg_FetchType;
 PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_major, PyObject *stream,

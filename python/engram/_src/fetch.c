@@ -147,6 +147,8 @@ static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col
     self->keep = NULL;
     memset(&self->indices, 0, sizeof(self->indices));
     self->tracked = 0;
+    memset(self->span, 0, sizeof(self->span));
+    memset(self->span_bytes, 0, sizeof(self->span_bytes));
     int queues = num_qps > 0 && num_qps < t->queues ? num_qps : t->queues;
     /* a flat table's fetch spreads its rows over the queues as the tokens
      * they belong to would be: a token's rows on one queue (each queue a
@@ -310,6 +312,12 @@ static engram_status_t sliced_wait(eg_fetch_t *self)
     }
 }
 
+/* Scale packs per token of the views. */
+static int64_t view_scales(const eg_fetch_t *self)
+{
+    return (int64_t)self->view_entries * self->table->params.scale_packs;
+}
+
 /* (rows, sf) as Arrays, or (as_capsules) as DLPack capsules */
 static PyObject *make_views(eg_fetch_t *self, const void *rows, const uint32_t *sf, int as_capsules)
 {
@@ -324,7 +332,7 @@ static PyObject *make_views(eg_fetch_t *self, const void *rows, const uint32_t *
         return NULL;
     PyObject *s = Py_None;
     if (t->params.scale_packs > 0) {
-        int64_t sc = (int64_t)self->view_entries * t->params.scale_packs;
+        int64_t sc = view_scales(self);
         DLDataType i32 = {.code = kDLInt, .bits = 32, .lanes = 1};
         if (self->flags & ENGRAM_FETCH_SCALES_COL_MAJOR)
             s = make(self, (void *)sf, T, sc, 1, (T + 3) / 4 * 4, i32, dev);
@@ -337,6 +345,14 @@ static PyObject *make_views(eg_fetch_t *self, const void *rows, const uint32_t *
     } else {
         Py_INCREF(s);
     }
+    self->span[EG_ORPHAN_ROWS] = rows;
+    self->span_bytes[EG_ORPHAN_ROWS] = (size_t)T * (size_t)cols * (t->row_dtype.bits / 8u);
+    self->span[EG_ORPHAN_SCALES] = s == Py_None ? NULL : sf;
+    self->span_bytes[EG_ORPHAN_SCALES] =
+        s == Py_None ? 0
+                     : (size_t)4 * (size_t)view_scales(self) * ((self->flags & ENGRAM_FETCH_SCALES_COL_MAJOR)
+                                                                    ? (size_t)(T + 3) / 4 * 4
+                                                                    : (size_t)T);
     PyObject *pair = PyTuple_Pack(2, r, s);
     Py_DECREF(r);
     Py_DECREF(s);
@@ -551,6 +567,9 @@ static PyObject *fetch_detach(eg_fetch_t *self, PyObject *noargs)
     (void)noargs;
     if (self->waiting)
         return eg_raise(eg_BusyError, "detach: another thread is waiting on this fetch");
+    if (self->views > 0) /* they outlive the memory they view once the buffer is destroyed */
+        for (int k = 0; k < EG_ORPHAN_KINDS; k++)
+            eg_orphan_note(self->table, k, self->span[k], self->span_bytes[k]);
     eg_log_hold();
     engram_status_t st = fetch_release_slot(self);
     if (st != ENGRAM_OK)
@@ -635,7 +654,8 @@ static PyMethodDef fetch_methods[] = {
      "order, without waiting."},
     {"detach", (PyCFunction)fetch_detach, METH_NOARGS,
      "detach()\n--\n\nAs release(), though tensors still view the slot: they see what the next fetch into it "
-     "writes, and nothing once the buffer is destroyed (DeepEP's lifetime, for ElasticBuffer.destroy)."},
+     "writes, and zeros once the buffer is destroyed (host receive; recv='cuda': freed device memory). DeepEP's "
+     "lifetime, for ElasticBuffer.destroy."},
     {NULL},
 };
 

@@ -386,6 +386,7 @@ static PyObject *destroy_impl(eg_table_t *self)
         eg_table_unlock(self);
         return NULL;
     }
+    eg_orphan_remap(self); /* the memory detached views span, freed just now */
     PyObject *exc = NULL;
     if (st != ENGRAM_OK) { /* a dead peer: torn down here all the same */
         eg_raise_status(st, "destroy");
@@ -480,6 +481,7 @@ static void table_dealloc(eg_table_t *self)
     Py_XDECREF(self->group);
     eg_torch_clear(&self->torch);
     eg_stream_free(self);
+    eg_orphan_free(self);
     pthread_mutex_destroy(&self->lock);
     if (pending != NULL)
         eg_err_restore(pending);
