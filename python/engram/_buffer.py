@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Optional, Tuple
 
 from . import _engram
-from ._args import I32, I64, U32, check_int
+from ._args import I32, I64, U32, check_bool, check_int
 from ._convert import converters
 from ._dtypes import row_type
 from ._engram import BadIndexError, Error, InvalidArgumentError, StateError
@@ -207,8 +207,7 @@ class Buffer:
 
         if recv not in _RECV:
             raise InvalidArgumentError("recv: must be 'cuda' or 'host', got %r" % (recv,))
-        if not isinstance(stream_ordered, bool):
-            raise InvalidArgumentError("stream_ordered: must be True or False, got %r" % (stream_ordered,))
+        stream_ordered = check_bool("stream_ordered", stream_ordered)
         if stream_ordered and recv != "cuda":
             raise InvalidArgumentError("stream_ordered: only for recv='cuda' (a recv='host' buffer's rows are "
                                        "written by the host transport, with no stream to order them)")
@@ -359,6 +358,10 @@ class Buffer:
             if hook is not None:
                 return hook
         num_qps = check_int("num_qps", num_qps, 0, I32)
+        use_tma_aligned_col_major_sf = check_bool("use_tma_aligned_col_major_sf", use_tma_aligned_col_major_sf)
+        if stream is not None and self.recv != "cuda":
+            raise InvalidArgumentError("stream: only for recv='cuda' (a recv='host' fetch runs on no stream), got %r"
+                                       % (stream,))
         torch = _torch()
         if self._cuda_device is not None and torch_cuda().device() != self._cuda_device:
             with torch.cuda.device(self._cuda_device):  # the buffer's device, as for every call on it

@@ -33,7 +33,7 @@ dispatch, combine, the PP and AGRS methods raise NotImplementedError.
 from typing import Any, Callable, Optional, Tuple
 
 from . import _engram
-from ._args import I32, I64, U32, check_int
+from ._args import I32, I64, U32, check_bool, check_int
 from ._buffer import Buffer, _agree, _is_torch_tensor, _row_bytes, _torch
 from ._dtypes import row_type
 from ._engram import InvalidArgumentError
@@ -217,6 +217,7 @@ class ElasticBuffer:
             raise _engram.StateError("engram_fetch before any engram_write: the table is made by the first "
                                      "engram_write")
         num_qps = num_qps or self._num_qps  # Buffer.engram_fetch checks it
+        use_tma_aligned_col_major_sf = check_bool("use_tma_aligned_col_major_sf", use_tma_aligned_col_major_sf)
         if use_tma_aligned_col_major_sf and self._sf_dtype is not None and not _is_torch_tensor(indices):
             raise InvalidArgumentError("engram_fetch: use_tma_aligned_col_major_sf needs torch indices (the "
                                        "column-major scales are a torch tensor)")

@@ -236,6 +236,38 @@ def test_numpy_integers_are_integers():
             g.timeout_ms = bad
 
 
+def test_flags_are_bools_and_stream_is_for_cuda():
+    """A flag takes True, False or numpy's bools, never any truthy value
+    ("no" is no flag); stream= names a CUDA stream, which a recv='host'
+    fetch has none of."""
+    idx = np.zeros((T, K), np.int64)
+    with solo_buffer() as buf:
+        for flag in (np.True_, False):
+            rows, _ = buf.engram_fetch(idx, use_tma_aligned_col_major_sf=flag)()
+            del rows
+        for bad in ("no", 1, None, torch.tensor(True)):
+            with pytest.raises(engram.InvalidArgumentError, match="use_tma_aligned_col_major_sf: must be True or"):
+                buf.engram_fetch(idx, use_tma_aligned_col_major_sf=bad)
+        with pytest.raises(engram.InvalidArgumentError, match="stream: only for recv='cuda'"):
+            buf.engram_fetch(idx, stream=5)
+    with pytest.raises(engram.InvalidArgumentError, match="stream_ordered: must be True or False"):
+        engram.Buffer(engram.Group.solo(), E, H, np.float32, T, K, recv="host", stream_ordered="no")
+    gpu, cpu = engram.ElasticBuffer.get_engram_storage_size_hint(E, H, T * K, "bfloat16")
+    with engram.ElasticBuffer(engram.Group.solo(), num_bytes=gpu + cpu, num_cpu_bytes=cpu, recv="host") as eb:
+        eb.engram_write(torch.zeros((E, H), dtype=torch.bfloat16))
+        with pytest.raises(engram.InvalidArgumentError, match="use_tma_aligned_col_major_sf: must be True or"):
+            eb.engram_fetch(torch.zeros((T, K), dtype=torch.int32), use_tma_aligned_col_major_sf="yes")
+
+
+def test_library_messages_name_the_call_once():
+    with solo_buffer() as buf:
+        hook = buf.engram_fetch(np.zeros((T, K), np.int64))
+        with pytest.raises(engram.BusyError) as e:
+            buf.engram_write(np.zeros((E, H), np.float32))
+        assert str(e.value).startswith("engram_write: ") and "engram_write: engram_write" not in str(e.value)
+        hook.release()
+
+
 def test_launch_takes_numpy_integers():
     assert engram.launch(np.int64(2), lambda group: 0, local_size=np.int32(1)) == [0, 0]
 

@@ -1,6 +1,7 @@
 /* engram.Error and its subclasses, one per status a caller handles
  * differently; every failed library call becomes one of them. */
 #include <stdarg.h>
+#include <string.h>
 #include <time.h>
 
 #include "ext.h"
@@ -107,7 +108,12 @@ PyObject *eg_raise_status(engram_status_t st, const char *what)
 
 PyObject *eg_raise_status_msg(engram_status_t st, const char *what, const char *detail)
 {
-    PyObject *msg = PyUnicode_FromFormat("%s: %s", what, detail && detail[0] ? detail : engram_status_str(st));
+    if (detail == NULL || detail[0] == '\0')
+        detail = engram_status_str(st);
+    /* the library's message that already begins with the call's name is not named twice */
+    size_t n = strlen(what);
+    PyObject *msg = strncmp(detail, what, n) == 0 && detail[n] == ':' ? PyUnicode_FromString(detail)
+                                                                       : PyUnicode_FromFormat("%s: %s", what, detail);
     if (msg != NULL) {
         set_error(error_type(st), st, msg);
         Py_DECREF(msg);
