@@ -250,10 +250,13 @@ static engram_status_t alloc_local(engram_table_t *t)
     if (p->scale_packs > 0) {
         /* sizes checked in 64 bits (table_sizes.c), so size_t holds them */
         t->scales = calloc(1, sz->scales_bytes);
-        t->scales_recv = calloc(1, sz->scales_recv_bytes);
-        if (t->scales == NULL || t->scales_recv == NULL)
+        if (t->scales == NULL)
             return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate the replicated scales (%llu entries x %u packs)",
                                 (unsigned long long)t->shape.total_entries, p->scale_packs);
+        st = alloc_segment(cfg, sz->scales_recv_bytes, &t->scales_recv_seg);
+        if (st != ENGRAM_OK)
+            return st;
+        t->scales_recv = t->scales_recv_seg->addr;
     }
     for (int s = 0; s < t->num_slots; s++) {
         t->slots[s].rows = (char *)t->recv->addr + (uint64_t)s * t->sizes.slot_row_bytes;
@@ -264,7 +267,8 @@ static engram_status_t alloc_local(engram_table_t *t)
 
 static void free_local(engram_table_t *t)
 {
-    free(t->scales_recv);
+    if (t->scales_recv_seg)
+        t->scales_recv_seg->ops->free(t->scales_recv_seg);
     free(t->scales);
     if (t->recv)
         t->recv->ops->free(t->recv);

@@ -117,12 +117,13 @@ def case_views_outliving_destroy_read_zeros(ctx):
     buf.engram_write(ctx.shard, sf=ctx.sf)
     data, sf = buf.engram_fetch(ctx.indices)()
     rows = data.numpy()  # another consumer's view of the same memory
-    assert data.any()
+    assert data.any() and sf.any()
     buf.destroy()
     assert not data.any() and not rows.any(), "a destroyed buffer's rows still read as rows"
+    assert not sf.any(), "a destroyed buffer's scales still read as scales"
     data[0, 0] = 7
-    assert rows[0, 0] == 7
-    float(sf.sum())  # readable (the scales are heap memory, or mapped again like the rows)
+    sf[0, 0] = 2.0
+    assert rows[0, 0] == 7 and sf[0, 0] == 2.0
     del data, rows, sf
 
 
