@@ -259,6 +259,14 @@ def test_flags_are_bools_and_stream_is_for_cuda():
             eb.engram_fetch(torch.zeros((T, K), dtype=torch.int32), use_tma_aligned_col_major_sf="yes")
 
 
+def test_config_text_with_a_nul_is_refused():
+    """C reads a config string up to its first NUL: "loopback\0junk" would
+    be taken as loopback."""
+    for cfg, what in (({"transport": "loopback\0junk"}, "transport"), ({"fetch_\0slots": "4"}, "key")):
+        with pytest.raises(engram.InvalidArgumentError, match="config: %s .* holds a NUL character" % what):
+            engram.Buffer(engram.Group.solo(), E, H, np.float32, T, K, recv="host", config=cfg)
+
+
 def test_library_messages_name_the_call_once():
     with solo_buffer() as buf:
         hook = buf.engram_fetch(np.zeros((T, K), np.int64))

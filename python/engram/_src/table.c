@@ -22,6 +22,19 @@ void eg_table_unlock(eg_table_t *t)
     pthread_mutex_unlock(&t->lock);
 }
 
+/* s's UTF-8 text, or NULL with an exception set: a NUL inside would end
+ * the text the library reads there ("loopback\0junk" read as loopback). */
+static const char *config_text(PyObject *s, const char *what)
+{
+    Py_ssize_t n;
+    const char *text = PyUnicode_AsUTF8AndSize(s, &n);
+    if (text != NULL && strlen(text) != (size_t)n) {
+        eg_raise(eg_InvalidArgumentError, "config: %s %R holds a NUL character", what, s);
+        return NULL;
+    }
+    return text;
+}
+
 static int apply_config(engram_config_t *cfg, PyObject *config)
 {
     if (config == NULL || config == Py_None)
@@ -35,7 +48,8 @@ static int apply_config(engram_config_t *cfg, PyObject *config)
     Py_ssize_t pos = 0;
     while (PyDict_Next(config, &pos, &key, &value)) {
         PyObject *ks = PyObject_Str(key), *vs = PyObject_Str(value);
-        const char *k = ks ? PyUnicode_AsUTF8(ks) : NULL, *v = vs ? PyUnicode_AsUTF8(vs) : NULL;
+        const char *k = ks ? config_text(ks, "key") : NULL;
+        const char *v = k && vs ? config_text(vs, k) : NULL;
         engram_status_t st = k && v ? engram_config_set(cfg, k, v) : ENGRAM_OK;
         int failed = k == NULL || v == NULL || st != ENGRAM_OK;
         if (k && v && st != ENGRAM_OK)
