@@ -558,8 +558,7 @@ engram_status_t engram_write_end(engram_table_t *t, const uint32_t *scales)
     engram_status_t st = t->writing ? check_scales_arg(t, "engram_write_end", scales)
                                     : ENGRAM_ERROR(ENGRAM_ERR_STATE, "engram_write_end without engram_write_begin");
     if (st == ENGRAM_OK && t->write_status != ENGRAM_OK)
-        st = ENGRAM_ERROR(t->write_status, "engram_write_end: an engram_write_rows of this rank failed (%s)",
-                          engram_status_str(t->write_status));
+        st = ENGRAM_ERROR(t->write_status, "engram_write_end: an engram_write_rows of this rank failed");
     /* Any failure ends the write unwritten on every rank: begin again. */
     st = engram_group_agree(t->ctx->group, st);
     if (st != ENGRAM_OK) {

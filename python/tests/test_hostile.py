@@ -547,7 +547,7 @@ def engram_records():
         log.setLevel(old)
 
 
-def test_handled_errors_are_raised_not_logged():
+def test_handled_errors_are_raised_not_logged(tmp_path):
     """BUSY on destroy, write and fetch (and a bad index, a refused write,
     a refused cache) are outcomes the caller sees and handles: no record of the engram
     logger for them. (These are the records the Python layer emits; what
@@ -577,6 +577,10 @@ def test_handled_errors_are_raised_not_logged():
                 buf.cache_profile(np.zeros((T, K), np.int64), 4)
             with pytest.raises(engram.InvalidArgumentError, match="divisor"):
                 engram.launch(4, lambda group: 0, local_size=3)  # refused by the fork launcher
+            short = tmp_path / "short.bin"
+            short.write_bytes(b"\0" * 100)
+            with pytest.raises(engram.InvalidArgumentError, match="the file ends"):
+                buf.engram_write_file(short, offset=0)  # a file the library finds short
         assert not records, [(r.levelname, r.filename, r.getMessage()) for r in records]
     finally:
         buf.destroy()

@@ -222,7 +222,10 @@ static engram_status_t write_from_file(eg_table_t *self, int fd, uint64_t offset
     engram_status_t rows_st = engram_write_rows_fd(self->table, fd, offset, 0, self->params.entries_per_rank);
     if (rows_st != ENGRAM_OK) /* this rank's own cause, which the closing agreement's message replaces */
         snprintf(why, why_len, "%s", engram_last_error());
+    int mark = eg_log_mark(); /* this thread's held lines: no Python runs here */
     st = engram_write_end(self->table, scales);
+    if (rows_st != ENGRAM_OK) /* the end's line only repeats the cause raised */
+        eg_log_discard_since(mark);
     return rows_st != ENGRAM_OK ? rows_st : st;
 }
 
