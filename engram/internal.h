@@ -107,11 +107,11 @@ struct engram_table {
     engram_segment_t *recv;
     engram_region_t *recv_region;  /* where gets land (GPU tables: the host staging) */
     uint32_t *scales; /* replicated global scales, [total_entries][scale_packs] */
-    /* recv=HOST scales out, [slots][slot_scale_elems], in a segment of its
-     * own: mapped pages, as the rows, so a binding that lets views outlive
-     * the table (the Python layer) can map zero pages over them once freed */
-    engram_segment_t *scales_recv_seg;
-    uint32_t *scales_recv;
+    /* recv=HOST scales out, [slots][slot_scale_elems] uint32, in a segment
+     * of its own: mapped pages, as the rows, so a binding that lets views
+     * outlive the table (the Python layer) can map zero pages over them
+     * once freed */
+    engram_segment_t *scales_recv;
     bool written;
     bool writing;                 /* between engram_write_begin and engram_write_end */
     engram_status_t write_status; /* the first failure of this rank's engram_write_rows since begin */

@@ -253,22 +253,22 @@ static engram_status_t alloc_local(engram_table_t *t)
         if (t->scales == NULL)
             return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "cannot allocate the replicated scales (%llu entries x %u packs)",
                                 (unsigned long long)t->shape.total_entries, p->scale_packs);
-        st = alloc_segment(cfg, sz->scales_recv_bytes, &t->scales_recv_seg);
+        st = alloc_segment(cfg, sz->scales_recv_bytes, &t->scales_recv);
         if (st != ENGRAM_OK)
             return st;
-        t->scales_recv = t->scales_recv_seg->addr;
     }
     for (int s = 0; s < t->num_slots; s++) {
         t->slots[s].rows = (char *)t->recv->addr + (uint64_t)s * t->sizes.slot_row_bytes;
-        t->slots[s].scales_out = t->scales_recv ? t->scales_recv + (uint64_t)s * t->sizes.slot_scale_elems : NULL;
+        t->slots[s].scales_out =
+            t->scales_recv ? (uint32_t *)t->scales_recv->addr + (uint64_t)s * t->sizes.slot_scale_elems : NULL;
     }
     return ENGRAM_OK;
 }
 
 static void free_local(engram_table_t *t)
 {
-    if (t->scales_recv_seg)
-        t->scales_recv_seg->ops->free(t->scales_recv_seg);
+    if (t->scales_recv)
+        t->scales_recv->ops->free(t->scales_recv);
     free(t->scales);
     if (t->recv)
         t->recv->ops->free(t->recv);

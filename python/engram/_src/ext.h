@@ -216,8 +216,6 @@ typedef struct eg_fetch {
     PyObject *keep;      /* recv='cuda', torch fast path: the index tensor, kept until release */
     int tracked;         /* its rows were handed out in stream order and the table awaits its completion */
     struct eg_fetch *live_prev, *live_next; /* the table's list of live Fetch objects */
-    const void *span[EG_ORPHAN_KINDS]; /* what its views cover: rows, scales (orphan.c) */
-    size_t span_bytes[EG_ORPHAN_KINDS];
 } eg_fetch_t;
 extern PyTypeObject eg_FetchType;
 PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_major, PyObject *stream,

@@ -147,8 +147,6 @@ static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col
     self->keep = NULL;
     memset(&self->indices, 0, sizeof(self->indices));
     self->tracked = 0;
-    memset(self->span, 0, sizeof(self->span));
-    memset(self->span_bytes, 0, sizeof(self->span_bytes));
     int queues = num_qps > 0 && num_qps < t->queues ? num_qps : t->queues;
     /* a flat table's fetch spreads its rows over the queues as the tokens
      * they belong to would be: a token's rows on one queue (each queue a
@@ -312,6 +310,12 @@ static engram_status_t sliced_wait(eg_fetch_t *self)
     }
 }
 
+/* The column stride of column-major scales: tokens rounded up to 4 (TMA). */
+static int64_t col_major_stride(int64_t tokens)
+{
+    return (tokens + 3) / 4 * 4;
+}
+
 /* Scale packs per token of the views. */
 static int64_t view_scales(const eg_fetch_t *self)
 {
@@ -335,7 +339,7 @@ static PyObject *make_views(eg_fetch_t *self, const void *rows, const uint32_t *
         int64_t sc = view_scales(self);
         DLDataType i32 = {.code = kDLInt, .bits = 32, .lanes = 1};
         if (self->flags & ENGRAM_FETCH_SCALES_COL_MAJOR)
-            s = make(self, (void *)sf, T, sc, 1, (T + 3) / 4 * 4, i32, dev);
+            s = make(self, (void *)sf, T, sc, 1, col_major_stride(T), i32, dev);
         else
             s = make(self, (void *)sf, T, sc, sc, 1, i32, dev);
         if (s == NULL) {
@@ -345,14 +349,6 @@ static PyObject *make_views(eg_fetch_t *self, const void *rows, const uint32_t *
     } else {
         Py_INCREF(s);
     }
-    self->span[EG_ORPHAN_ROWS] = rows;
-    self->span_bytes[EG_ORPHAN_ROWS] = (size_t)T * (size_t)cols * (t->row_dtype.bits / 8u);
-    self->span[EG_ORPHAN_SCALES] = s == Py_None ? NULL : sf;
-    self->span_bytes[EG_ORPHAN_SCALES] =
-        s == Py_None ? 0
-                     : (size_t)4 * (size_t)view_scales(self) * ((self->flags & ENGRAM_FETCH_SCALES_COL_MAJOR)
-                                                                    ? (size_t)(T + 3) / 4 * 4
-                                                                    : (size_t)T);
     PyObject *pair = PyTuple_Pack(2, r, s);
     Py_DECREF(r);
     Py_DECREF(s);
@@ -560,6 +556,29 @@ static PyObject *fetch_release(eg_fetch_t *self, PyObject *noargs)
     Py_RETURN_NONE;
 }
 
+/* Notes the receive memory the fetch's views span (orphan.c): they
+ * outlive it once the buffer is destroyed. A host-receive fetch has views
+ * only once its wait saw it complete, so its buffers are there to ask. */
+static void note_views(eg_fetch_t *self)
+{
+    eg_table_t *t = self->table;
+    if (t->params.recv != ENGRAM_RECV_HOST)
+        return;
+    const void *rows = NULL;
+    const uint32_t *sf = NULL;
+    int mark = eg_log_mark();
+    eg_table_lock(t);
+    engram_status_t st = engram_fetch_buffers(self->f, &rows, &sf);
+    eg_table_unlock(t);
+    eg_log_discard_since(mark); /* a failed fetch hands out no views: nothing to note */
+    if (st != ENGRAM_OK)
+        return;
+    int64_t T = self->view_tokens;
+    int64_t scale_rows = self->flags & ENGRAM_FETCH_SCALES_COL_MAJOR ? col_major_stride(T) : T;
+    eg_orphan_note(t, EG_ORPHAN_ROWS, rows, (size_t)T * self->view_entries * t->hidden * (t->row_dtype.bits / 8u));
+    eg_orphan_note(t, EG_ORPHAN_SCALES, sf, (size_t)(4 * view_scales(self) * scale_rows));
+}
+
 /* DeepEP's lifetime for engram.ElasticBuffer's destroy: the slot goes
  * though tensors still view it (they must not be used after). */
 static PyObject *fetch_detach(eg_fetch_t *self, PyObject *noargs)
@@ -567,10 +586,9 @@ static PyObject *fetch_detach(eg_fetch_t *self, PyObject *noargs)
     (void)noargs;
     if (self->waiting)
         return eg_raise(eg_BusyError, "detach: another thread is waiting on this fetch");
-    if (self->views > 0) /* they outlive the memory they view once the buffer is destroyed */
-        for (int k = 0; k < EG_ORPHAN_KINDS; k++)
-            eg_orphan_note(self->table, k, self->span[k], self->span_bytes[k]);
     eg_log_hold();
+    if (self->views > 0)
+        note_views(self);
     engram_status_t st = fetch_release_slot(self);
     if (st != ENGRAM_OK)
         eg_raise_status(st, "detach");

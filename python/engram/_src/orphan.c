@@ -24,7 +24,7 @@ static uintptr_t page_size(void)
 
 void eg_orphan_note(eg_table_t *t, int kind, const void *addr, size_t bytes)
 {
-    if (t->params.recv != ENGRAM_RECV_HOST || addr == NULL || bytes == 0)
+    if (addr == NULL || bytes == 0)
         return;
     eg_orphan_t *o = &t->orphans[kind];
     uintptr_t p = page_size(), lo = (uintptr_t)addr & ~(p - 1), hi = ((uintptr_t)addr + bytes + p - 1) & ~(p - 1);

@@ -10,12 +10,11 @@ PyObject *eg_table_stats(PyObject *obj, PyObject *noargs)
     engram_table_stats_t s = {.size = sizeof(s)};
     eg_log_hold(); /* the error raised is not also logged */
     engram_status_t st = engram_table_stats(self->table, &s);
-    if (st != ENGRAM_OK) {
+    if (st != ENGRAM_OK)
         eg_raise_status(st, "stats");
-        eg_log_flush();
-        return NULL;
-    }
     eg_log_flush();
+    if (st != ENGRAM_OK)
+        return NULL;
     return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:s,s:i,s:O,s:K}", "fetches",
                          (unsigned long long)s.fetches, "rows", (unsigned long long)s.rows, "bytes",
                          (unsigned long long)s.bytes, "bad_rows", (unsigned long long)s.bad_rows, "repeats",
