@@ -208,6 +208,7 @@ class Buffer:
         if recv not in _RECV:
             raise InvalidArgumentError("recv: must be 'cuda' or 'host', got %r" % (recv,))
         stream_ordered = check_bool("stream_ordered", stream_ordered)
+        allow_hybrid_mode = check_bool("allow_hybrid_mode", allow_hybrid_mode)
         if stream_ordered and recv != "cuda":
             raise InvalidArgumentError("stream_ordered: only for recv='cuda' (a recv='host' buffer's rows are "
                                        "written by the host transport, with no stream to order them)")

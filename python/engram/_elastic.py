@@ -100,15 +100,16 @@ class ElasticBuffer:
         self._num_qps = check_int("num_allocated_qps", num_allocated_qps, 0, I32)
         if recv not in ("cuda", "host"):
             raise InvalidArgumentError("recv: must be 'cuda' or 'host', got %r" % (recv,))
+        check_bool("use_fp8_dispatch", use_fp8_dispatch)
+        self.allow_hybrid_mode = check_bool("allow_hybrid_mode", allow_hybrid_mode)
+        self.allow_multiple_reduction = check_bool("allow_multiple_reduction", allow_multiple_reduction)
+        self.prefer_overlap_with_compute = check_bool("prefer_overlap_with_compute", prefer_overlap_with_compute)
+        self.deterministic = check_bool("deterministic", deterministic)
+        self.explicitly_destroy = check_bool("explicitly_destroy", explicitly_destroy)
         self.group = group
         self._group = as_group(group)
         self.rank_idx = self._group.rank
         self.num_ranks = self._group.size
-        self.allow_hybrid_mode = bool(allow_hybrid_mode)
-        self.allow_multiple_reduction = bool(allow_multiple_reduction)
-        self.prefer_overlap_with_compute = bool(prefer_overlap_with_compute)
-        self.deterministic = bool(deterministic)
-        self.explicitly_destroy = bool(explicitly_destroy)
         self.num_bytes, self.num_cpu_bytes = num_bytes, num_cpu_bytes
         self.num_max_tokens_per_rank = num_max_tokens_per_rank
         self.recv = recv

@@ -250,9 +250,15 @@ def test_flags_are_bools_and_stream_is_for_cuda():
                 buf.engram_fetch(idx, use_tma_aligned_col_major_sf=bad)
         with pytest.raises(engram.InvalidArgumentError, match="stream: only for recv='cuda'"):
             buf.engram_fetch(idx, stream=5)
-    with pytest.raises(engram.InvalidArgumentError, match="stream_ordered: must be True or False"):
-        engram.Buffer(engram.Group.solo(), E, H, np.float32, T, K, recv="host", stream_ordered="no")
+    for flag in ("stream_ordered", "allow_hybrid_mode"):
+        with pytest.raises(engram.InvalidArgumentError, match="%s: must be True or False" % flag):
+            engram.Buffer(engram.Group.solo(), E, H, np.float32, T, K, recv="host", **{flag: "no"})
     gpu, cpu = engram.ElasticBuffer.get_engram_storage_size_hint(E, H, T * K, "bfloat16")
+    for flag in ("allow_hybrid_mode", "allow_multiple_reduction", "prefer_overlap_with_compute", "deterministic",
+                 "explicitly_destroy", "use_fp8_dispatch"):
+        with pytest.raises(engram.InvalidArgumentError, match="%s: must be True or False" % flag):
+            engram.ElasticBuffer(engram.Group.solo(), num_bytes=gpu + cpu, num_cpu_bytes=cpu, recv="host",
+                                 **{flag: "no"})
     with engram.ElasticBuffer(engram.Group.solo(), num_bytes=gpu + cpu, num_cpu_bytes=cpu, recv="host") as eb:
         eb.engram_write(torch.zeros((E, H), dtype=torch.bfloat16))
         with pytest.raises(engram.InvalidArgumentError, match="use_tma_aligned_col_major_sf: must be True or"):
