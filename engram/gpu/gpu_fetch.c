@@ -310,8 +310,8 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
     engram_status_t st = engram_gpu_fetch_order(f);
     if (st != ENGRAM_OK)
         return st;
-    /* A fetch's first test does not ask CUDA for a kernel fault (a call
-     * that costs 1.3 us on an H100, half a launch): a stream-ordered caller
+    /* A fetch's first test does not ask CUDA for a kernel fault (an event
+     * query, which costs about half a kernel launch): a stream-ordered caller
      * tests each fetch once, right after issuing it. Every later test asks,
      * so a wait ends on a fault at its second poll. */
     cudaError_t ce = engram_gpu_report_query(g, g->slot_seq[slot], g->slot_report[slot], slot, f->polled);
