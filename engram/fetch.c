@@ -66,6 +66,7 @@ void engram_fetch_reset(engram_fetch_slot_t *f, int first_queue, int num_queues,
     f->completed = false;
     f->timed_out = false;
     f->polled = false;
+    f->captured = false;
     f->status = ENGRAM_OK;
     f->num_tokens = num_tokens;
     f->flags = flags;
@@ -372,6 +373,17 @@ engram_status_t engram_fetch_buffers(engram_fetch_t *fetch, const void **rows, c
         *rows = f->rows;
     if (scales)
         *scales = f->scales_out;
+    return ENGRAM_OK;
+}
+
+engram_status_t engram_fetch_captured(const engram_fetch_t *fetch, int *captured)
+{
+    const engram_fetch_slot_t *f = engram_handle_lookup(fetch, "engram_fetch_captured");
+    if (f == NULL)
+        return ENGRAM_ERR_INVALID;
+    if (captured == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch_captured: captured must not be NULL");
+    *captured = f->captured;
     return ENGRAM_OK;
 }
 

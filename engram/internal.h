@@ -47,6 +47,7 @@ struct engram_fetch_slot {
     bool completed;  /* every flush request has completed */
     bool timed_out;  /* a wait gave up on it: release retires it at once */
     bool polled;     /* a test has seen it in flight (recv=CUDA: later tests also ask CUDA for a fault) */
+    bool captured;   /* recv=CUDA: issued into a CUDA graph being captured (its work runs at replays) */
     engram_status_t status; /* first error seen, sticky */
     uint32_t num_tokens;
     unsigned flags;

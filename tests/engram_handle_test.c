@@ -67,6 +67,9 @@ static void check_refused(engram_fetch_t *stale)
     CHECK(rows == &count && strstr(engram_last_error(), "engram_fetch_buffers: ") != NULL);
     CHECK_STATUS(engram_fetch_bad_indices(stale, &count, NULL, NULL), ENGRAM_ERR_INVALID);
     CHECK(count == 7);
+    int captured = 7;
+    CHECK_STATUS(engram_fetch_captured(stale, &captured), ENGRAM_ERR_INVALID);
+    CHECK(captured == 7 && strstr(engram_last_error(), "engram_fetch_captured: ") != NULL);
     CHECK_STATUS(engram_fetch_release_ordered(stale, 1), ENGRAM_ERR_INVALID);
     CHECK(strstr(engram_last_error(), "engram_fetch_release_ordered: ") != NULL);
     CHECK_STATUS(engram_fetch_release(stale), ENGRAM_ERR_INVALID);
@@ -131,6 +134,11 @@ static void check_buffers_host(engram_context_t *ctx) /* fetch_slots = 2, one qu
     CHECK_OK(engram_wait(f, &wrows, &wsf));
     CHECK(rows == wrows && sf == wsf && sf != NULL);
     CHECK_OK(engram_fetch_buffers(f, NULL, NULL)); /* NULL out-parameters: allowed */
+    int captured = 7;
+    CHECK_OK(engram_fetch_captured(f, &captured)); /* only a recv=CUDA fetch may be */
+    CHECK(captured == 0);
+    CHECK_STATUS(engram_fetch_captured(f, NULL), ENGRAM_ERR_INVALID);
+    CHECK(strstr(engram_last_error(), "captured must not be NULL") != NULL);
     check_rows(f, 0);
     /* host rows are there only once a wait saw them: no release in stream order */
     CHECK_STATUS(engram_fetch_release_ordered(f, 1), ENGRAM_ERR_UNSUPPORTED);

@@ -73,19 +73,49 @@ static engram_status_t issue_launcher(engram_fetch_slot_t *f, engram_gpu_table_t
     return st;
 }
 
-/* Queues the launcher's wait (or the host-gather join) and the slot's
- * event behind it. */
-static engram_status_t queue_wait(engram_gpu_table_t *g, int slot)
+/* The table's device made current while work is queued on a caller's
+ * stream (a launch needs the stream's device current; the caller's may be
+ * another GPU's): the caller's device to restore, or -1 when it was the
+ * table's already (one cudaGetDevice, a few tens of ns). */
+static int device_enter(const engram_gpu_table_t *g)
+{
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess || current == g->device)
+        return -1;
+    return cudaSetDevice(g->device) == cudaSuccess ? current : -1;
+}
+
+static void device_leave(int previous)
+{
+    if (previous >= 0)
+        (void)cudaSetDevice(previous);
+}
+
+/* queue_wait with the table's device current. */
+static engram_status_t queue_wait_here(engram_gpu_table_t *g, int slot, bool captured)
 {
     g->wait_pending[slot] = false;
     engram_status_t st = g->host != NULL ? engram_gpu_host_gather_join(g, slot, g->wait_stream[slot])
                                          : g->launcher->wait(g->launch, slot, g->wait_stream[slot]);
+    if (captured)
+        return st; /* no event: see launch() */
     cudaError_t ce = cudaEventRecord(g->done[slot], (cudaStream_t)g->wait_stream[slot]);
     if (st == ENGRAM_OK && ce != cudaSuccess)
         st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "GPU fetch: recording the event behind the wait: %s",
                           cudaGetErrorString(ce));
     if (st != ENGRAM_OK)
         cudaStreamSynchronize((cudaStream_t)g->wait_stream[slot]);
+    return st;
+}
+
+/* Queues the launcher's wait (or the host-gather join) and, unless the
+ * stream is being captured, the slot's event behind it, on the table's
+ * device. */
+static engram_status_t queue_wait(engram_gpu_table_t *g, int slot, bool captured)
+{
+    int previous = device_enter(g);
+    engram_status_t st = queue_wait_here(g, slot, captured);
+    device_leave(previous);
     return st;
 }
 
@@ -101,7 +131,7 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
         g->wait_pending[slot] = st == ENGRAM_OK;
         g->wait_stream[slot] = stream;
         if (st == ENGRAM_OK && !(f->flags & ENGRAM_FETCH_ORDER_AT_WAIT))
-            st = queue_wait(g, slot); /* the rows in the stream's order from here */
+            st = queue_wait(g, slot, false); /* the rows in the stream's order from here */
         return st;
     }
     /* a report entry of its own, so the slot may be taken again before the
@@ -154,7 +184,7 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
                                               cudaGetErrorString(ce));
             /* The launcher's gets write into the slot: done before it is free. */
             if (g->launch != NULL && g->wait_pending[slot])
-                (void)queue_wait(g, slot);
+                (void)queue_wait(g, slot, capturing);
             cudaStreamSynchronize((cudaStream_t)stream);
             return st;
         }
@@ -164,6 +194,12 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
     }
     if (g->launch != NULL && g->wait_pending[slot])
         return ENGRAM_OK; /* the event follows the launcher's wait (queue_wait) */
+    /* A captured fetch's event would never be queried (the replays do the
+     * work, the host waits for nothing), and an event last recorded into a
+     * graph is one CUDA refuses to query: a later fetch in the slot, tested
+     * for a fault, would fail with "invalid argument". */
+    if (capturing)
+        return ENGRAM_OK;
     ce = cudaEventRecord(g->done[slot], (cudaStream_t)stream);
     if (ce != cudaSuccess) {
         /* Without the event nothing tells when the slot is free again. */
@@ -174,14 +210,10 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
     return ENGRAM_OK;
 }
 
-engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices, uint32_t num_tokens, unsigned flags,
-                                       void *stream, engram_fetch_t **out)
+/* engram_fetch_on_stream past its checks, with the table's device current. */
+static engram_status_t fetch_here(engram_table_t *t, const int64_t *indices, uint32_t num_tokens, unsigned flags,
+                                  void *stream, engram_fetch_t **out)
 {
-    if (t == NULL || out == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch_on_stream: table and out must not be NULL");
-    engram_status_t st = check_args(t, indices, num_tokens, flags);
-    if (st != ENGRAM_OK)
-        return st;
     engram_gpu_table_t *g = t->gpu;
     enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing((cudaStream_t)stream, &capture) != cudaSuccess)
@@ -229,13 +261,14 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
     f->status = launch(f, g, slot, indices, stream, capture != cudaStreamCaptureStatusNone);
     if (capture != cudaStreamCaptureStatusNone) {
         /* Captured: the graph's replays do the work, not this call, so the
-         * host has nothing to wait for (test/wait/release must not query the
-         * captured event). The launcher's wait is captured now, as no later
-         * host call would be. Bad indices of replays are zero-filled rows
-         * with no report. */
+         * host has nothing to wait for (no event is recorded for it: test,
+         * wait and release query none). The launcher's wait is captured
+         * now, as no later host call would be. Bad indices of replays are
+         * zero-filled rows with no report. */
         if (f->status == ENGRAM_OK && g->launch != NULL && g->wait_pending[slot])
-            f->status = queue_wait(g, slot);
+            f->status = queue_wait(g, slot, true);
         f->completed = true;
+        f->captured = true;
         *out = engram_handle_of(f);
         return ENGRAM_OK;
     }
@@ -244,6 +277,20 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
         f->status = engram_gpu_remote_issue(f, slot);
     *out = engram_handle_of(f);
     return ENGRAM_OK;
+}
+
+engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices, uint32_t num_tokens, unsigned flags,
+                                       void *stream, engram_fetch_t **out)
+{
+    if (t == NULL || out == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_fetch_on_stream: table and out must not be NULL");
+    engram_status_t st = check_args(t, indices, num_tokens, flags);
+    if (st != ENGRAM_OK)
+        return st;
+    int previous = device_enter(t->gpu);
+    st = fetch_here(t, indices, num_tokens, flags, stream, out);
+    device_leave(previous);
+    return st;
 }
 
 /* A signalling kernel that faulted never stores its seq: the context's
@@ -290,7 +337,7 @@ engram_status_t engram_gpu_fetch_order(engram_fetch_slot_t *f)
     int slot = (int)(f - t->slots);
     if (f->completed || !g->wait_pending[slot])
         return ENGRAM_OK;
-    engram_status_t st = queue_wait(g, slot);
+    engram_status_t st = queue_wait(g, slot, false);
     if (st != ENGRAM_OK) {
         f->completed = true;
         f->status = st;

@@ -537,6 +537,71 @@ static void check_capture_refused(harness_t *h, cudaStream_t s)
     CUDA_CHECK(cudaFree(d_idx));
 }
 
+/* A fetch issued into a CUDA graph being captured says so
+ * (engram_fetch_captured) and one issued outside capture does not; the
+ * slots serve fetches after it as before; a fetch runs on the table's
+ * device whichever is current, and leaves the caller's current. */
+static void check_captured(harness_t *h, cudaStream_t s)
+{
+    int64_t *d_idx;
+    CUDA_CHECK(cudaMalloc((void **)&d_idx, EPT * sizeof(int64_t)));
+    CUDA_CHECK(cudaMemset(d_idx, 0, EPT * sizeof(int64_t)));
+    int before = -1, after = -1, captured = 7;
+    CUDA_CHECK(cudaGetDevice(&before));
+    engram_fetch_t *f;
+    CHECK_OK(engram_fetch_on_stream(h->table, d_idx, 1, 0, s, &f));
+    CHECK_OK(engram_fetch_captured(f, &captured));
+    CHECK(captured == 0);
+    CHECK_OK(engram_wait(f, NULL, NULL));
+    CHECK_OK(engram_fetch_release(f));
+    cudaGraph_t graph;
+    CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    CHECK_OK(engram_fetch_on_stream(h->table, d_idx, 1, 0, s, &f));
+    CHECK_OK(engram_fetch_captured(f, &captured));
+    CHECK(captured == 1);
+    CHECK_OK(engram_test(f)); /* the replays do the work: nothing to wait for */
+    CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+    CHECK_OK(engram_fetch_release(f));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaGetDevice(&after));
+    CHECK(after == before);
+    /* a fetch behind a spin in every slot (one served the captured fetch),
+     * each tested twice (the second test asks CUDA for a fault through the
+     * slot's event): running, not failed */
+    int64_t *d_spin;
+    CUDA_CHECK(cudaMalloc((void **)&d_spin, sizeof(int64_t)));
+    CUDA_CHECK(engram_test_delayed_copy_launch(d_spin, d_idx, 1, 400000000ll, s)); /* ~0.2 s */
+    engram_fetch_t *running[64];
+    int n = 0;
+    engram_status_t st = ENGRAM_OK;
+    while (n < 64 && (st = engram_fetch_on_stream(h->table, d_idx, 1, 0, s, &running[n])) == ENGRAM_OK) {
+        CHECK_STATUS(engram_test(running[n]), ENGRAM_INPROGRESS);
+        CHECK_STATUS(engram_test(running[n]), ENGRAM_INPROGRESS);
+        n++;
+    }
+    CHECK(st == ENGRAM_ERR_BUSY && n > 0);
+    for (int i = 0; i < n; i++) {
+        CHECK_OK(engram_wait(running[i], NULL, NULL));
+        CHECK_OK(engram_fetch_release(running[i]));
+    }
+    CUDA_CHECK(cudaFree(d_spin));
+    /* another GPU current: the fetch still runs on the table's, and the
+     * caller's stays current */
+    int devices = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&devices));
+    if (devices > 1) {
+        int other = (before + 1) % devices;
+        CUDA_CHECK(cudaSetDevice(other));
+        CHECK_OK(engram_fetch_on_stream(h->table, d_idx, 1, 0, s, &f));
+        CHECK_OK(engram_wait(f, NULL, NULL));
+        CHECK_OK(engram_fetch_release(f));
+        CUDA_CHECK(cudaGetDevice(&after));
+        CHECK(after == other);
+        CUDA_CHECK(cudaSetDevice(before));
+    }
+    CUDA_CHECK(cudaFree(d_idx));
+}
+
 static int rank_main(engram_group_t *g, void *arg)
 {
     const scenario_t *sc = arg;
@@ -604,6 +669,8 @@ static int rank_main(engram_group_t *g, void *arg)
         bool host_gather = sc->gpu_path != NULL && strcmp(sc->gpu_path, "host_gather") == 0;
         if (host_gather)
             check_capture_refused(&h, s);
+        else if (gin || local == engram_group_size(g))
+            check_captured(&h, s);
         check_release_ordered(&h, s, host_gather || (!gin && local < engram_group_size(g)));
         if (!gin)
             check_cache(&h, s, dtypes[d].packs > 0,

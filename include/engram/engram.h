@@ -158,9 +158,12 @@ ENGRAM_API engram_status_t engram_write_rows_fd(engram_table_t *table, int fd, u
 ENGRAM_API engram_status_t engram_fetch(engram_table_t *table, const int64_t *indices, uint32_t num_tokens,
                                         unsigned flags, engram_fetch_t **out);
 /* The same for a table with recv = ENGRAM_RECV_CUDA: indices are in GPU
- * memory, and the fetch is a kernel on `stream` (a cudaStream_t; NULL = the
+ * memory, and the fetch is a kernel on `stream` (a cudaStream_t of the
+ * table's device, the one current at engram_table_create; NULL = its
  * default stream) that reads this node's rows straight from the mapped
- * shards. Stream-ordered: work queued later on `stream` sees the rows
+ * shards. The table's device is made current for the work this call, and
+ * engram_test, engram_wait and engram_fetch_buffers, queue on the stream;
+ * the caller's current device is left as it was. Stream-ordered: work queued later on `stream` sees the rows
  * without waiting (with a GPU-initiated transport, or with
  * ENGRAM_FETCH_ORDER_AT_WAIT, work queued after the first engram_test,
  * engram_wait or engram_fetch_buffers, which queues the wait for the gets
@@ -199,8 +202,9 @@ ENGRAM_API engram_status_t engram_fetch_on_queues(engram_table_t *table, int fir
  * names one fetch, and stays valid until engram_fetch_release. A released
  * handle never names a later fetch (not even one that reuses its receive
  * slot), nor does a handle of a destroyed table: engram_test, engram_wait,
- * engram_fetch_buffers, engram_fetch_bad_indices and engram_fetch_release refuse such a handle,
- * and NULL, with ENGRAM_ERR_INVALID and leave every fetch as it was. */
+ * engram_fetch_buffers, engram_fetch_captured, engram_fetch_bad_indices and
+ * engram_fetch_release refuse such a handle, and NULL, with
+ * ENGRAM_ERR_INVALID and leave every fetch as it was. */
 
 /* ENGRAM_OK when complete, ENGRAM_INPROGRESS, or an error. recv=CUDA: a
  * kernel fault is reported from a fetch's second test on (the first reads
@@ -232,6 +236,11 @@ ENGRAM_API engram_status_t engram_wait(engram_fetch_t *fetch, const void **rows,
  * bad-index report (engram_wait gives it). Either out-parameter may be
  * NULL; set only on ENGRAM_OK. */
 ENGRAM_API engram_status_t engram_fetch_buffers(engram_fetch_t *fetch, const void **rows, const uint32_t **scales);
+/* *captured: 1 when engram_fetch_on_stream found its stream capturing a
+ * CUDA graph, so the fetch's work runs at the graph's replays (test and
+ * wait then return at once, the pointers are the graph's receive buffers,
+ * and no bad-index report comes), else 0 (every recv=HOST fetch). */
+ENGRAM_API engram_status_t engram_fetch_captured(const engram_fetch_t *fetch, int *captured);
 /* The out-of-range indices of a completed fetch: their count and the first
  * one's (token, entry), 0 when none. Any out-parameter may be NULL. */
 ENGRAM_API engram_status_t engram_fetch_bad_indices(const engram_fetch_t *fetch, uint64_t *count,

@@ -253,7 +253,10 @@ class Buffer:
         self._conv = {}
         if cuda:  # engram_fetch's short way (Table._fetch_fast) asks torch's CUDA
             tc = torch_cuda()
-            self._table._set_torch(tc.tensor, tc.int64, tc.strided, tc.device, tc.stream, tc.capturing,
+            # capture: where the buffer allows it the library says whether a fetch was captured; elsewhere the
+            # short way asks torch, and a captured fetch takes the general path, which refuses it by name
+            self._table._set_torch(tc.tensor, tc.int64, tc.strided, tc.device, tc.stream,
+                                   None if self._capture_allowed else tc.capturing,
                                    converters(torch.empty(0), self._rt), _call_on_device)
 
     def _on_device(self):
@@ -367,9 +370,9 @@ class Buffer:
         if self._cuda_device is not None and torch_cuda().device() != self._cuda_device:
             with torch.cuda.device(self._cuda_device):  # the buffer's device, as for every call on it
                 return self.engram_fetch(indices, num_qps, use_tma_aligned_col_major_sf, stream=stream)
-        captured, other_stream = False, stream is not None
+        other_stream = stream is not None
         if self.recv == "cuda":
-            indices, stream, captured = self._cuda_args(indices, stream)
+            indices, stream = self._cuda_args(indices, stream)
         if other_stream and self.recv == "cuda" and torch is not None:
             # stream= naming the current stream is no other stream: no handshake, and none queued between two
             # fetches' kernels (an event pair there costs the fetch its SMs beside a GEMM: gpu_fetch.c)
@@ -382,10 +385,10 @@ class Buffer:
             # CPU or CUDA tensor's data_ptr is an address the library may read (a meta tensor's is 0).
             fetch = self._table._fetch_ptr(indices.data_ptr(), indices.shape[0], indices.shape[1],
                                            64 if indices.dtype == torch.int64 else 32, 2 if indices.is_cuda else 1,
-                                           num_qps, use_tma_aligned_col_major_sf, captured, stream, indices)
+                                           num_qps, use_tma_aligned_col_major_sf, stream, indices)
         else:
             _check_tensor(indices, "engram_fetch: indices")
-            fetch = self._table.fetch(indices, num_qps, use_tma_aligned_col_major_sf, stream, captured)
+            fetch = self._table.fetch(indices, num_qps, use_tma_aligned_col_major_sf, stream)
         conv = self._conv.get(type(indices))
         if conv is None:
             conv = self._conv[type(indices)] = converters(indices, self._rt)
@@ -496,7 +499,7 @@ class Buffer:
             if stream is None:
                 raise InvalidArgumentError("engram_fetch: a recv='cuda' fetch without torch needs stream= "
                                            "(a cudaStream_t as an int; 0 = the default stream)")
-            return indices, int(stream), False
+            return indices, int(stream)
         if stream is None:
             handle = torch_cuda().stream(self.device)
             captured = torch_cuda().capturing()
@@ -507,7 +510,7 @@ class Buffer:
                                            "cuda:%d" % (sdev.index, self.device))
             handle = stream.cuda_stream if hasattr(stream, "cuda_stream") else int(stream)
             captured = self._capturing(torch, stream, handle)
-        if captured and self.group.local_size < self.group.size and self.transport != "nccl_gin":
+        if captured and not self._capture_allowed:
             raise StateError("engram_fetch: CUDA graph capture needs every rank on one node (or nccl_gin): rows "
                              "from other nodes come through the host transport, which a graph cannot replay")
         if captured and not (_is_torch_tensor(indices) and indices.is_cuda):
@@ -525,7 +528,14 @@ class Buffer:
                 indices = indices.to(torch.int64)
             if not indices.is_contiguous():
                 indices = indices.contiguous()
-        return indices, handle, captured
+        return indices, handle
+
+    @property
+    def _capture_allowed(self) -> bool:
+        """Whether a fetch may be captured in a CUDA graph: every rank on one
+        node, or nccl_gin (elsewhere rows of other nodes come through the host
+        transport, which a graph cannot replay)."""
+        return self.group.local_size == self.group.size or self.transport == "nccl_gin"
 
     @staticmethod
     def _capturing(torch, stream, handle):

@@ -339,8 +339,8 @@ class _FakeTable:
     def write(self, storage, sf, refused):
         self.calls.append(("write", self.cuda.current))
 
-    def fetch(self, indices, num_qps, col_major, stream, captured):
-        self.calls.append(("fetch", self.cuda.current, stream, captured))
+    def fetch(self, indices, num_qps, col_major, stream):
+        self.calls.append(("fetch", self.cuda.current, stream))
         return types.SimpleNamespace(release=lambda: None, released=False)
 
     def destroy(self):
@@ -371,7 +371,7 @@ def test_buffer_lives_on_the_device_it_names(fake_gpus):
     buf.engram_write(torch.zeros(E, H, dtype=torch.bfloat16))
     buf.engram_fetch(np.zeros((T, K), np.int64))  # a DLPack producer: the table's own import path
     buf.destroy()
-    assert _FakeTable.calls[1:] == [("write", 1), ("fetch", 1, 101, False), ("destroy", 1)], _FakeTable.calls
+    assert _FakeTable.calls[1:] == [("write", 1), ("fetch", 1, 101), ("destroy", 1)], _FakeTable.calls
     assert fake_gpus.current == 0
     buf = engram.Buffer(engram.Group.solo(), E, H, torch.bfloat16, T, K, recv="cuda")  # the current device
     assert _FakeTable.calls[-1] == ("create", 0, 0) and buf.device == 0
@@ -390,10 +390,10 @@ def test_capture_is_detected_on_the_fetch_stream(fake_gpus):
     with pytest.raises(engram.InvalidArgumentError, match="under CUDA graph capture"):
         buf.engram_fetch(np.zeros((T, K), np.int64), stream=777)  # a raw cudaStream_t too
     buf.engram_fetch(np.zeros((T, K), np.int64))  # the current stream is not captured
-    assert _FakeTable.calls[-1] == ("fetch", 0, 100, False)
-    fake_gpus.capturing = {100}  # the current stream captured, the fetch's not
+    assert _FakeTable.calls[-1] == ("fetch", 0, 100)
+    fake_gpus.capturing = {100}  # the current stream captured, the fetch's not: host indices taken
     buf.engram_fetch(np.zeros((T, K), np.int64), stream=side)
-    assert _FakeTable.calls[-1] == ("fetch", 0, 777, False)
+    assert _FakeTable.calls[-1] == ("fetch", 0, 777)
 
 
 # -- extension objects ------------------------------------------------------

@@ -131,7 +131,7 @@ typedef struct eg_torch {
     PyObject *int64, *strided;
     PyObject *device;     /* () -> the current device's index */
     PyObject *stream;     /* (device) -> its current stream, a cudaStream_t as an int */
-    PyObject *capturing;  /* () -> whether the current stream is capturing a CUDA graph */
+    PyObject *capturing;  /* () -> whether the current stream is capturing a CUDA graph; None: not asked */
     PyObject *conv;       /* the torch Converter (_convert.py) the hooks of torch indices use */
     PyObject *on_device;  /* (device, fn) -> fn() with that device current */
 } eg_torch_t;
@@ -209,7 +209,7 @@ typedef struct eg_fetch {
     int waiting;         /* a thread is in wait() now (without the GIL) */
     engram_status_t failed; /* the library ended the fetch with this error (the hook raises it again) */
     PyObject *fail_message; /* its message (str), as engram_last_error() had it then */
-    int captured;        /* issued during CUDA graph capture: never waited on the host */
+    int captured;        /* issued during CUDA graph capture (the library says): never waited on the host */
     Py_ssize_t views;    /* live Array objects and exported DLPack tensors */
     eg_dl_in_t indices;  /* recv='cuda': the device indices, kept until release */
     int has_indices;
@@ -218,18 +218,16 @@ typedef struct eg_fetch {
     struct eg_fetch *live_prev, *live_next; /* the table's list of live Fetch objects */
 } eg_fetch_t;
 extern PyTypeObject eg_FetchType;
-PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_major, PyObject *stream,
-                         int captured);
+PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_major, PyObject *stream);
 /* The same from (data_ptr, rows, cols, bits, DLPack device type, num_qps,
- * col_major, captured, stream, keep): torch tensors' attributes, read in
+ * col_major, stream, keep): torch tensors' attributes, read in
  * Python at a fraction of the cost of torch's __dlpack__ (Table._fetch_ptr:
  * private, as it reads whatever address it is given; engram.Buffer passes
  * only a dense CPU or CUDA tensor's). */
 PyObject *eg_fetch_issue_ptr(eg_table_t *t, PyObject *args);
 /* The same from the parsed attributes (keep: the tensor they are of). */
 PyObject *eg_fetch_issue_addr(eg_table_t *t, const void *data, long long rows, long long cols, int bits,
-                              int device_type, int num_qps, int col_major, int captured, PyObject *stream,
-                              PyObject *keep);
+                              int device_type, int num_qps, int col_major, PyObject *stream, PyObject *keep);
 /* Table.detach_fetches() (fetch.c): every fetch of the table not released
  * yet is detached (engram.ElasticBuffer's destroy, DeepEP's lifetime). */
 PyObject *eg_table_detach_fetches(PyObject *self, PyObject *noargs);

@@ -91,8 +91,7 @@ static int check_indices(const eg_table_t *t, const indices_t *x, int col_major)
 }
 
 /* Validates and issues; the new Fetch, or NULL with an exception set. */
-static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col_major, PyObject *stream,
-                         int captured)
+static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col_major, PyObject *stream)
 {
     int cuda = t->params.recv == ENGRAM_RECV_CUDA;
     if (num_qps < 0)
@@ -139,7 +138,7 @@ static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col
     self->flags = (col_major ? ENGRAM_FETCH_SCALES_COL_MAJOR : 0u) | (cuda ? ENGRAM_FETCH_ORDER_AT_WAIT : 0u);
     self->waited = 0;
     self->waiting = 0;
-    self->captured = captured;
+    self->captured = 0;
     self->views = 0;
     self->failed = ENGRAM_OK;
     self->fail_message = NULL;
@@ -180,6 +179,8 @@ static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col
         Py_END_ALLOW_THREADS
         if (st != ENGRAM_OK)
             eg_raise_status(st, "engram_fetch");
+        else if (cuda) /* the library saw whether the stream captures: the hook then hands out the graph's rows */
+            (void)engram_fetch_captured(self->f, &self->captured);
         eg_table_unlock(t);
         /* every slot taken, some by fetches whose views are gone: the one
          * wait of the stream-ordered hook, for the GPU to finish one */
@@ -203,8 +204,7 @@ static eg_fetch_t *issue(eg_table_t *t, const indices_t *x, int num_qps, int col
     return self;
 }
 
-PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_major, PyObject *stream,
-                         int captured)
+PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_major, PyObject *stream)
 {
     int cuda = t->params.recv == ENGRAM_RECV_CUDA;
     eg_dl_in_t in = {0};
@@ -221,7 +221,7 @@ PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_
         .device_type = d->device.device_type,
         .contiguous = 1, /* eg_dl_import refuses others */
     };
-    eg_fetch_t *f = issue(t, &x, num_qps, col_major, stream, captured);
+    eg_fetch_t *f = issue(t, &x, num_qps, col_major, stream);
     if (f != NULL && cuda) { /* the kernel reads them on the stream: keep them until release */
         f->indices = in;
         f->has_indices = 1;
@@ -232,8 +232,7 @@ PyObject *eg_fetch_issue(eg_table_t *t, PyObject *indices, int num_qps, int col_
 }
 
 PyObject *eg_fetch_issue_addr(eg_table_t *t, const void *data, long long rows, long long cols, int bits,
-                              int device_type, int num_qps, int col_major, int captured, PyObject *stream,
-                              PyObject *keep)
+                              int device_type, int num_qps, int col_major, PyObject *stream, PyObject *keep)
 {
     if (rows < 0 || cols < 0)
         return eg_raise(eg_InvalidArgumentError, "engram_fetch: negative dimensions");
@@ -247,7 +246,7 @@ PyObject *eg_fetch_issue_addr(eg_table_t *t, const void *data, long long rows, l
         .device_type = device_type,
         .contiguous = 1,
     };
-    eg_fetch_t *f = issue(t, &x, num_qps, col_major, stream, captured);
+    eg_fetch_t *f = issue(t, &x, num_qps, col_major, stream);
     if (f != NULL && t->params.recv == ENGRAM_RECV_CUDA)
         f->keep = Py_NewRef(keep); /* the kernel reads the indices on the stream */
     return (PyObject *)f;
@@ -257,13 +256,13 @@ PyObject *eg_fetch_issue_ptr(eg_table_t *t, PyObject *args)
 {
     unsigned long long ptr;
     long long rows, cols;
-    int bits, device_type, num_qps, col_major, captured;
+    int bits, device_type, num_qps, col_major;
     PyObject *stream, *keep;
-    if (!PyArg_ParseTuple(args, "KLLiiippOO", &ptr, &rows, &cols, &bits, &device_type, &num_qps, &col_major,
-                          &captured, &stream, &keep))
+    if (!PyArg_ParseTuple(args, "KLLiiipOO", &ptr, &rows, &cols, &bits, &device_type, &num_qps, &col_major, &stream,
+                          &keep))
         return NULL;
     return eg_fetch_issue_addr(t, (const void *)(uintptr_t)ptr, rows, cols, bits, device_type, num_qps, col_major,
-                               captured, stream, keep);
+                               stream, keep);
 }
 
 /* engram_test until done, without the GIL, checking signals every slice.

@@ -1,8 +1,12 @@
 /* Table._fetch_fast: engram.Buffer.engram_fetch's common recv='cuda' call
- * (contiguous int64 torch indices on the buffer's device, which is
- * current, the fetch on its current stream, not captured) asked of torch
- * in the fewest questions, from C: through torch.cuda's Python layers the
- * questions cost more than the fetch's launch. Any other call gets None,
+ * (contiguous int64 torch indices on the buffer's device, the fetch on
+ * that device's current stream) asked of torch in the fewest questions,
+ * from C: through torch.cuda's Python layers the questions cost more than
+ * the fetch's launch. Which device is current does not matter (the library
+ * queues the fetch on its table's), nor does graph capture where the buffer
+ * allows it (the library says whether the fetch was captured); where it
+ * does not (rows of other nodes through a host transport) torch is asked,
+ * and a capturing stream takes the general path. Any other call gets None,
  * and engram.Buffer takes its general path, which refuses what it must by
  * name. */
 #include "ext.h"
@@ -118,9 +122,7 @@ static int common_call(const eg_table_t *t, PyObject *indices, long long *rows, 
     }
     if (ok == 1)
         ok = long_is(PyObject_CallMethodNoArgs(indices, names[N_GET_DEVICE]), t->device_id);
-    if (ok == 1)
-        ok = eg_torch_device_is(tc, t->device_id);
-    if (ok == 1) {
+    if (ok == 1 && tc->capturing != Py_None) {
         PyObject *c = PyObject_CallNoArgs(tc->capturing);
         ok = c == NULL ? -1 : c == Py_False;
         Py_XDECREF(c);
@@ -151,7 +153,7 @@ PyObject *eg_fetch_fast(PyObject *self, PyObject *indices)
         return NULL;
     }
     eg_log_hold();
-    PyObject *fetch = eg_fetch_issue_addr(t, data, rows, cols, 64, kDLCUDA, 0, 0, 0, stream, indices);
+    PyObject *fetch = eg_fetch_issue_addr(t, data, rows, cols, 64, kDLCUDA, 0, 0, stream, indices);
     eg_log_flush();
     Py_DECREF(stream);
     if (fetch == NULL)

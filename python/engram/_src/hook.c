@@ -91,7 +91,11 @@ static PyObject *hook_call(eg_hook_t *self, PyObject *args, PyObject *kwargs)
 {
     if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0))
         return eg_raise(PyExc_TypeError, "engram_fetch hook: takes no arguments");
-    int off = off_device(self);
+    /* a stream-ordered hook, or a captured fetch's, never waits: the work it
+     * may queue on the fetch's stream the library queues on its table's
+     * device, whichever is current; a hook that waits runs under the buffer's */
+    const eg_fetch_t *fx = self->fetch;
+    int off = fx->table->stream_ordered || fx->captured ? 0 : off_device(self);
     if (off != 0)
         return off < 0 ? NULL : on_device(self, (PyObject *)self);
     int capsules = PyObject_IsTrue(PyTuple_GET_ITEM(self->conv, CONV_CAPSULES));
@@ -121,7 +125,11 @@ static PyObject *hook_call(eg_hook_t *self, PyObject *args, PyObject *kwargs)
 static PyObject *hook_release(eg_hook_t *self, PyObject *noargs)
 {
     (void)noargs;
-    int off = off_device(self);
+    /* a stream-ordered hook, or a captured fetch's, never waits: the work it
+     * may queue on the fetch's stream the library queues on its table's
+     * device, whichever is current; a hook that waits runs under the buffer's */
+    const eg_fetch_t *fx = self->fetch;
+    int off = fx->table->stream_ordered || fx->captured ? 0 : off_device(self);
     if (off != 0) {
         if (off < 0)
             return NULL;

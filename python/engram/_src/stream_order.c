@@ -214,9 +214,11 @@ static void reap_released(eg_table_t *t, int mode)
         int mark = eg_log_mark();
         eg_table_lock(t);
         engram_status_t st = ENGRAM_ERR_STATE;
-        if (t->table != NULL) {
+        if (t->table != NULL && !wait) { /* returns at once: no GIL round trip */
+            st = engram_table_poll_released(t->table, c, 64, 0, &n, NULL);
+        } else if (t->table != NULL) {
             Py_BEGIN_ALLOW_THREADS
-            st = engram_table_poll_released(t->table, c, 64, wait, &n, NULL);
+            st = engram_table_poll_released(t->table, c, 64, 1, &n, NULL);
             Py_END_ALLOW_THREADS
             if (st != ENGRAM_OK)
                 snprintf(message, sizeof(message), "%s", engram_last_error());

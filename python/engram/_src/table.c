@@ -360,15 +360,15 @@ static PyObject *table_write(eg_table_t *self, PyObject *args, PyObject *kwargs)
 
 static PyObject *table_fetch(eg_table_t *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kw[] = {"indices", "num_qps", "col_major", "stream", "captured", NULL};
+    static char *kw[] = {"indices", "num_qps", "col_major", "stream", NULL};
     PyObject *indices, *stream = Py_None;
-    int num_qps = 0, col_major = 0, captured = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|ipOp", kw, &indices, &num_qps, &col_major, &stream, &captured))
+    int num_qps = 0, col_major = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|ipO", kw, &indices, &num_qps, &col_major, &stream))
         return NULL;
     if (table_check_live(self, "engram_fetch") < 0)
         return NULL;
     eg_log_hold();
-    PyObject *r = eg_fetch_issue(self, indices, num_qps, col_major, stream, captured);
+    PyObject *r = eg_fetch_issue(self, indices, num_qps, col_major, stream);
     eg_log_flush();
     return r;
 }
@@ -601,18 +601,19 @@ static PyMethodDef table_methods[] = {
      "(+ the global scales), or with storage None its rows read from fd at offset. refused: this rank's own "
      "refusal (a message), raised after joining the write's agreement."},
     {"fetch", (PyCFunction)(void (*)(void))table_fetch, METH_VARARGS | METH_KEYWORDS,
-     "fetch(indices, num_qps=0, col_major=False, stream=None, captured=False)\n--\n\nIssues a fetch; returns a Fetch."},
+     "fetch(indices, num_qps=0, col_major=False, stream=None)\n--\n\nIssues a fetch; returns a Fetch."},
     {"_fetch_ptr", (PyCFunction)table_fetch_ptr, METH_VARARGS,
-     "_fetch_ptr(data_ptr, rows, cols, bits, device_type, num_qps, col_major, captured, stream, keep)\n--\n\n"
+     "_fetch_ptr(data_ptr, rows, cols, bits, device_type, num_qps, col_major, stream, keep)\n--\n\n"
      "fetch() for a contiguous 2-D integer tensor given by its attributes (the torch fast path). Private: it "
      "reads whatever address it is given (engram.Buffer passes a dense CPU or CUDA tensor's only)."},
     {"_fetch_fast", eg_fetch_fast, METH_O,
      "_fetch_fast(indices)\n--\n\nThe Hook of a recv='cuda' fetch of contiguous int64 torch indices on the "
-     "buffer's device, current and not capturing, on its current stream; None for any other call (engram.Buffer "
-     "then takes its general path). Needs _set_torch first."},
+     "buffer's device, on that device's current stream (not capturing, where _set_torch was given a capture "
+     "question); None for any other call (engram.Buffer then takes its general path). Needs _set_torch first."},
     {"_set_torch", eg_table_set_torch, METH_VARARGS,
      "_set_torch(tensor_type, int64, strided, device, stream, capturing, conv, on_device)\n--\n\ntorch's "
-     "entry points _fetch_fast and the hooks ask (engram/_torch_cuda.py)."},
+     "entry points _fetch_fast and the hooks ask (engram/_torch_cuda.py); capturing None where the buffer "
+     "may be captured (the library then says whether a fetch was)."},
     {"destroy", (PyCFunction)table_destroy, METH_NOARGS,
      "destroy()\n--\n\nCollective teardown (waits for the stream-ordered fetches first, and raises the error of "
      "one after tearing down)."},
