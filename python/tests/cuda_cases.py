@@ -2,9 +2,9 @@
 memory and in GPU memory, bf16 and fp8 + scales, int32 indices and an
 explicit stream, bad indices, lifecycle, a fetch captured in a CUDA graph
 and replayed with new indices written into its static index tensor; the
-stream-ordered hook (never waiting, each place its errors surface, the
-1000-call loop target) and engram.ElasticBuffer (FP8 with float32 scales,
-both layouts). Ranks share the GPUs round-robin."""
+stream-ordered hook (never waiting, each place its errors surface) and
+engram.ElasticBuffer (FP8 with float32 scales, both layouts). Ranks share
+the GPUs round-robin."""
 import time
 
 import torch
@@ -347,66 +347,6 @@ def case_stream_hook_slots_reused_in_stream_order(ctx):
     assert torch.equal(other.view(torch.uint8).cpu(), ctx.full_bytes[idx[0]].reshape(T, K * H * 2))
     buf.synchronize()
     buf.destroy()
-
-
-def timed_loop(buf, idx):
-    """1000 fetch + hook calls: (host us per call, GPU us per fetch, median
-    host us of the first 100 calls)."""
-    for _ in range(20):
-        buf.engram_fetch(idx)()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    stamps = [time.perf_counter()]
-    for _ in range(1000):
-        buf.engram_fetch(idx)()
-        stamps.append(time.perf_counter())
-    host_us = (stamps[-1] - stamps[0]) * 1e3
-    end.record()
-    torch.cuda.synchronize()
-    first = sorted(b - a for a, b in zip(stamps[:100], stamps[1:101]))[50] * 1e6
-    return host_us, start.elapsed_time(end), first  # us per call (ms / 1000 calls)
-
-
-def case_stream_hook_loop_target(ctx):
-    """1000 fetch + hook calls on one stream (512 x 24): per call on the
-    host (target <= 10 us) and GPU time per fetch against the blocking
-    hook's (target: no worse). The ranks take turns, each timing its loop
-    alone, as a process that has its GPU to itself runs it (ranks here may
-    share one GPU and its host's cores)."""
-    idx = ctx.indices().cuda()
-    results = {}
-    for ordered in (False, True):
-        buf = engram.Buffer(ctx.group, E, H, torch.bfloat16, T, K, recv="cuda", config=ctx.config,
-                            stream_ordered=ordered)
-        buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
-        for turn in range(ctx.world):
-            torch.distributed.barrier()
-            if turn == ctx.rank:
-                results[ordered] = timed_loop(buf, idx)
-        torch.distributed.barrier()
-        buf.synchronize()
-        buf.destroy()
-    (b_host, b_gpu, _), (s_host, s_gpu, s_first) = results[False], results[True]
-    # The same count of torch kernels of the fetch's GPU length: how far
-    # CUDA lets a host run ahead of its stream before a launch blocks.
-    cycles = int(s_gpu * 1e-6 * torch.cuda.get_device_properties(0).clock_rate * 1e3)
-    torch.cuda.synchronize()
-    for turn in range(ctx.world):
-        torch.distributed.barrier()
-        if turn == ctx.rank:
-            t0 = time.perf_counter()
-            for _ in range(1000):
-                torch.cuda._sleep(cycles)
-            torch_us = (time.perf_counter() - t0) * 1e3
-            torch.cuda.synchronize()
-    torch.distributed.barrier()
-    print("stream hook loop rank %d: stream-ordered %.2f us/call on the host (median of the first 100: %.2f), "
-          "%.2f us/fetch on the GPU; blocking %.2f us/call, %.2f us/fetch; 1000 torch kernels of %.0f us: "
-          "%.2f us/call on the host" % (ctx.rank, s_host, s_first, s_gpu, b_host, b_gpu, s_gpu, torch_us),
-          flush=True)
-    assert s_host <= 10, "stream-ordered fetch + hook: %.2f us per call on the host (target <= 10)" % s_host
-    assert s_gpu <= b_gpu * 1.05, "GPU time per fetch %.2f us stream-ordered, %.2f us blocking" % (s_gpu, b_gpu)
 
 
 # -- engram.ElasticBuffer on the GPU ----------------------------------------
