@@ -298,15 +298,28 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
  * recorded or not), says so. A slot's event may have been recorded again
  * by a later fetch on the same stream (released in stream order): done
  * then still means this one is. */
+/* cudaEventQuery with this thread's capture mode relaxed: the query joins
+ * no graph, but while a capture begun in global mode (torch.cuda.graph's
+ * default) runs on this thread, or on any other, CUDA refuses it as
+ * potentially unsafe and invalidates that capture. */
+static cudaError_t event_query(cudaEvent_t event)
+{
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaError_t ce = cudaEventQuery(event);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    return ce;
+}
+
 cudaError_t engram_gpu_report_query(const engram_gpu_table_t *g, uint64_t seq, uint32_t report, int slot,
                                     bool errors)
 {
     if (seq == 0)
-        return cudaEventQuery(g->done[slot]);
+        return event_query(g->done[slot]);
     const engram_gpu_bad_t *r = engram_gpu_report(g, report);
     for (int b = 0; b < g->blocks; b++)
         if (__atomic_load_n(&r[b].seq, __ATOMIC_ACQUIRE) != seq) {
-            cudaError_t ce = errors ? cudaEventQuery(g->done[slot]) : cudaSuccess;
+            cudaError_t ce = errors ? event_query(g->done[slot]) : cudaSuccess;
             return ce == cudaSuccess ? cudaErrorNotReady : ce;
         }
     return cudaSuccess;

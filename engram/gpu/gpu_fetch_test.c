@@ -539,8 +539,9 @@ static void check_capture_refused(harness_t *h, cudaStream_t s)
 
 /* A fetch issued into a CUDA graph being captured says so
  * (engram_fetch_captured) and one issued outside capture does not; the
- * slots serve fetches after it as before; a fetch runs on the table's
- * device whichever is current, and leaves the caller's current. */
+ * slots serve fetches after it as before, and testing them during a
+ * global-mode capture is allowed; a fetch runs on the table's device
+ * whichever is current, and leaves the caller's current. */
 static void check_captured(harness_t *h, cudaStream_t s)
 {
     int64_t *d_idx;
@@ -580,6 +581,17 @@ static void check_captured(harness_t *h, cudaStream_t s)
         n++;
     }
     CHECK(st == ENGRAM_ERR_BUSY && n > 0);
+    /* tested again while this thread captures another stream in global
+     * mode (torch.cuda.graph's): the fault query neither fails nor
+     * invalidates the capture */
+    cudaStream_t s2;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamBeginCapture(s2, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < n; i++)
+        CHECK_STATUS(engram_test(running[i]), ENGRAM_INPROGRESS);
+    CUDA_CHECK(cudaStreamEndCapture(s2, &graph));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaStreamDestroy(s2));
     for (int i = 0; i < n; i++) {
         CHECK_OK(engram_wait(running[i], NULL, NULL));
         CHECK_OK(engram_fetch_release(running[i]));
