@@ -347,8 +347,8 @@ class _FakeTable:
         self.calls.append(("destroy", self.cuda.current))
         self.destroyed = True
 
-    def _set_torch(self, *args):
-        pass
+    def _set_torch(self, tensor, int64, strided, device, stream, capturing, conv, on_device):
+        self.capturing = capturing
 
     def _fetch_fast(self, indices):
         return None
@@ -378,6 +378,20 @@ def test_buffer_lives_on_the_device_it_names(fake_gpus):
     other = types.SimpleNamespace(cuda_stream=555, device=torch.device("cuda", 1))
     with pytest.raises(engram.InvalidArgumentError, match="stream of cuda:1; the buffer's rows are on cuda:0"):
         buf.engram_fetch(np.zeros((T, K), np.int64), stream=other)
+
+
+def test_short_path_asks_torch_of_capture_only_where_refused(fake_gpus, monkeypatch):
+    """Where a fetch may be captured the library says whether it was, and the
+    short path asks torch nothing; where it may not (rows of other nodes
+    through a host transport) torch is asked, so that a captured fetch takes
+    the general path and is refused by name."""
+    buf = engram.Buffer(engram.Group.solo(), E, H, torch.bfloat16, T, K, recv="cuda")
+    assert buf._capture_allowed and buf._table.capturing is None
+    buf.destroy()
+    monkeypatch.setattr(engram._buffer.Buffer, "_capture_allowed", property(lambda self: False))
+    buf = engram.Buffer(engram.Group.solo(), E, H, torch.bfloat16, T, K, recv="cuda")
+    assert buf._table.capturing is engram._torch_cuda.torch_cuda().capturing
+    buf.destroy()
 
 
 def test_capture_is_detected_on_the_fetch_stream(fake_gpus):
