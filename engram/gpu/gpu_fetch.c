@@ -91,7 +91,9 @@ static void device_leave(int previous)
         (void)cudaSetDevice(previous);
 }
 
-/* queue_wait with the table's device current. */
+/* Queues the launcher's wait (or the host-gather join) and, unless the
+ * stream is being captured, the slot's event behind it; the table's
+ * device is current. */
 static engram_status_t queue_wait_here(engram_gpu_table_t *g, int slot, bool captured)
 {
     g->wait_pending[slot] = false;
@@ -108,13 +110,12 @@ static engram_status_t queue_wait_here(engram_gpu_table_t *g, int slot, bool cap
     return st;
 }
 
-/* Queues the launcher's wait (or the host-gather join) and, unless the
- * stream is being captured, the slot's event behind it, on the table's
- * device. */
-static engram_status_t queue_wait(engram_gpu_table_t *g, int slot, bool captured)
+/* queue_wait_here for a fetch not captured, from a call that has not made
+ * the table's device current (test, wait, engram_fetch_buffers). */
+static engram_status_t queue_wait(engram_gpu_table_t *g, int slot)
 {
     int previous = device_enter(g);
-    engram_status_t st = queue_wait_here(g, slot, captured);
+    engram_status_t st = queue_wait_here(g, slot, false);
     device_leave(previous);
     return st;
 }
@@ -131,7 +132,7 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
         g->wait_pending[slot] = st == ENGRAM_OK;
         g->wait_stream[slot] = stream;
         if (st == ENGRAM_OK && !(f->flags & ENGRAM_FETCH_ORDER_AT_WAIT))
-            st = queue_wait(g, slot, false); /* the rows in the stream's order from here */
+            st = queue_wait_here(g, slot, false); /* the rows in the stream's order from here */
         return st;
     }
     /* a report entry of its own, so the slot may be taken again before the
@@ -184,7 +185,7 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
                                               cudaGetErrorString(ce));
             /* The launcher's gets write into the slot: done before it is free. */
             if (g->launch != NULL && g->wait_pending[slot])
-                (void)queue_wait(g, slot, capturing);
+                (void)queue_wait_here(g, slot, capturing);
             cudaStreamSynchronize((cudaStream_t)stream);
             return st;
         }
@@ -193,7 +194,7 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
             return ENGRAM_OK;
     }
     if (g->launch != NULL && g->wait_pending[slot])
-        return ENGRAM_OK; /* the event follows the launcher's wait (queue_wait) */
+        return ENGRAM_OK; /* the event follows the launcher's wait (queue_wait_here) */
     /* A captured fetch's event would never be queried (the replays do the
      * work, the host waits for nothing), and an event last recorded into a
      * graph is one CUDA refuses to query: a later fetch in the slot, tested
@@ -266,7 +267,7 @@ static engram_status_t fetch_here(engram_table_t *t, const int64_t *indices, uin
          * now, as no later host call would be. Bad indices of replays are
          * zero-filled rows with no report. */
         if (f->status == ENGRAM_OK && g->launch != NULL && g->wait_pending[slot])
-            f->status = queue_wait(g, slot, true);
+            f->status = queue_wait_here(g, slot, true);
         f->completed = true;
         f->captured = true;
         *out = engram_handle_of(f);
@@ -293,11 +294,6 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
     return st;
 }
 
-/* A signalling kernel that faulted never stores its seq: the context's
- * sticky error, which any call returns (here: querying the slot's event,
- * recorded or not), says so. A slot's event may have been recorded again
- * by a later fetch on the same stream (released in stream order): done
- * then still means this one is. */
 /* cudaEventQuery with this thread's capture mode relaxed: the query joins
  * no graph, but while a capture begun in global mode (torch.cuda.graph's
  * default) runs on this thread, or on any other, CUDA refuses it as
@@ -311,6 +307,11 @@ static cudaError_t event_query(cudaEvent_t event)
     return ce;
 }
 
+/* A signalling kernel that faulted never stores its seq: the context's
+ * sticky error, which any call returns (here: querying the slot's event,
+ * recorded or not), says so. A slot's event may have been recorded again
+ * by a later fetch on the same stream (released in stream order): done
+ * then still means this one is. */
 cudaError_t engram_gpu_report_query(const engram_gpu_table_t *g, uint64_t seq, uint32_t report, int slot,
                                     bool errors)
 {
@@ -350,7 +351,7 @@ engram_status_t engram_gpu_fetch_order(engram_fetch_slot_t *f)
     int slot = (int)(f - t->slots);
     if (f->completed || !g->wait_pending[slot])
         return ENGRAM_OK;
-    engram_status_t st = queue_wait(g, slot, false);
+    engram_status_t st = queue_wait(g, slot);
     if (st != ENGRAM_OK) {
         f->completed = true;
         f->status = st;

@@ -40,12 +40,15 @@ static PyObject *hook_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     return eg_hook_new((eg_fetch_t *)fetch, conv, (int)d);
 }
 
-/* 1 when the hook's device is not the current one (fn must then run under
- * it), 0 when it is or there is none, -1 with an exception set. */
+/* 1 when the hook's call must run under its device, which is not the
+ * current one, 0 when not, -1 with an exception set. A stream-ordered
+ * hook, or a captured fetch's, never waits: the work it may queue on the
+ * fetch's stream the library queues on its table's device, whichever is
+ * current; a hook that may wait runs under the buffer's. */
 static int off_device(const eg_hook_t *h)
 {
     const eg_torch_t *tc = &h->fetch->table->torch;
-    if (h->device < 0 || tc->device == NULL)
+    if (h->device < 0 || tc->device == NULL || h->fetch->table->stream_ordered || h->fetch->captured)
         return 0;
     int on = eg_torch_device_is(tc, h->device);
     return on < 0 ? -1 : !on;
@@ -91,11 +94,7 @@ static PyObject *hook_call(eg_hook_t *self, PyObject *args, PyObject *kwargs)
 {
     if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0))
         return eg_raise(PyExc_TypeError, "engram_fetch hook: takes no arguments");
-    /* a stream-ordered hook, or a captured fetch's, never waits: the work it
-     * may queue on the fetch's stream the library queues on its table's
-     * device, whichever is current; a hook that waits runs under the buffer's */
-    const eg_fetch_t *fx = self->fetch;
-    int off = fx->table->stream_ordered || fx->captured ? 0 : off_device(self);
+    int off = off_device(self);
     if (off != 0)
         return off < 0 ? NULL : on_device(self, (PyObject *)self);
     int capsules = PyObject_IsTrue(PyTuple_GET_ITEM(self->conv, CONV_CAPSULES));
@@ -125,11 +124,7 @@ static PyObject *hook_call(eg_hook_t *self, PyObject *args, PyObject *kwargs)
 static PyObject *hook_release(eg_hook_t *self, PyObject *noargs)
 {
     (void)noargs;
-    /* a stream-ordered hook, or a captured fetch's, never waits: the work it
-     * may queue on the fetch's stream the library queues on its table's
-     * device, whichever is current; a hook that waits runs under the buffer's */
-    const eg_fetch_t *fx = self->fetch;
-    int off = fx->table->stream_ordered || fx->captured ? 0 : off_device(self);
+    int off = off_device(self);
     if (off != 0) {
         if (off < 0)
             return NULL;
