@@ -17,9 +17,9 @@
  * repeats grow with the rows seen). By position: every 2^k-th row, which
  * catches what the first misses, an index repeated many times over (each
  * of the few indices behind most repeats escapes a sample by value with
- * probability 1 - 2^-k). The larger of the two fractions counts. Cost:
- * about half a nanosecond a row plus the samples, against 2-3 ns a row for
- * dedup itself. Then a cost model decides: dedup pays when
+ * probability 1 - 2^-k). The larger of the two fractions counts; the
+ * samples cost a fraction of dedup's own tracking per row. Then a cost
+ * model decides: dedup pays when
  *     repeats x (get - copy) > rows x track
  * where get is what one get costs on this table's transport, copy the
  * local copy that replaces it, and track the first-position table's work
@@ -34,18 +34,15 @@
 
 enum { ENGRAM_DEDUP_SAMPLE = 512 };
 
-/* The cost model's figures (ns, this repository's 2-core VM; the engram_bench
- * runs of docs/BENCHMARKS.md, "in-batch dedup"): what a get costs beyond
- * moving the row's bytes, which the copy replacing it moves as well (about
- * row_bytes / 16 ns from a row just landed). A get its owner's CPU serves
- * (ENGRAM_REGION_OWNER_PROGRESS: UCX over TCP emulating RMA) ran at
- * 0.3-0.4 Mgets/s; one-sided gets (loopback's copy, UCX's shared-memory
- * lanes, a NIC's RDMA read) at 17-18 Mgets/s of 256-byte rows, 57 ns each,
- * 16 of them the bytes. Tracking is a hash and a probe of the
- * first-position table per row: 2-3 ns while the table fits in L2 (up to
- * ENGRAM_DEDUP_TRACK_SMALL_ROWS rows), 9-11 ns at 196608 rows (a
- * microbenchmark of engram_dedup_begin and engram_dedup_repeat, best of 40
- * runs). */
+/* The cost model's constants (ns), estimates for a small host: what a get
+ * costs beyond moving the row's bytes, which the copy replacing it moves as
+ * well (the copy is 1 + row_bytes / 16 ns: engram_dedup_set_costs), for a
+ * get its owner's CPU serves (ENGRAM_REGION_OWNER_PROGRESS: UCX over TCP
+ * emulating RMA) and for a one-sided get (loopback's copy, UCX's
+ * shared-memory lanes, a NIC's RDMA read); and tracking, a hash and a
+ * probe of the first-position table per row, dearer once the table
+ * outgrows L2 (past ENGRAM_DEDUP_TRACK_SMALL_ROWS rows). What dedup gains
+ * on a transport: engram_bench with ENGRAM_DEDUP=on against off. */
 enum {
     ENGRAM_DEDUP_GET_NS_OWNER_CPU = 2500,
     ENGRAM_DEDUP_GET_NS_ONE_SIDED = 40,

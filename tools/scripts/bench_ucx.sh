@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# engram_bench --transport ucx per UCX_TLS, with the ratios that the UCX
-# targets (docs/BENCHMARKS.md) are stated in, all from one run:
+# engram_bench --transport ucx per UCX_TLS, with two ratios from one run and
+# a "target" line checking the one that counts for that UCX_TLS against its
+# bound:
 #   posix: engram MPPS / the same run's memcpy-gather reference (>= 0.8)
 #   tcp:   engram MPPS / ucx_perftest -t ucp_get Mmsg/s over loopback with
 #          the same row size and outstanding window (-O = ucx_window) (>= 1.0)
-# Every case prints both ratios; the target line names the one that counts.
 #   tools/scripts/bench_ucx.sh [engram_bench options]   e.g. --ranks 2
 # Environment:
 #   BENCH_UCX_TLS     UCX_TLS values to run, in turn      [posix tcp]
