@@ -1,6 +1,7 @@
-/* Transport keys: checking what a transport declares, checking every value
- * set for a non-core key against the declarations of the transports found,
- * and the view through which a transport reads its keys at open. */
+/* Transport keys: checking what a transport declares (each key named
+ * <transport>_<rest>), checking every value set for a non-core key against
+ * the declarations of the one transport its name names, and the view
+ * through which a transport reads its keys at open. */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <string.h>
@@ -90,15 +91,11 @@ int engram_config_key_transport(const char *key, const char *const *names, int n
     return best;
 }
 
-/* "a, b, c" into buf: names[0..n) ("none" when n is 0). */
-static void list_names(char *buf, size_t cap, const char *const *names, int n)
+/* Appends ", name" (the first without the comma) to buf[0..cap). */
+static void list_add(char *buf, size_t cap, size_t *used, const char *name)
 {
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < n && used < cap; i++)
-        used += (size_t)snprintf(buf + used, cap - used, "%s%s", used ? ", " : "", names[i]);
-    if (used == 0)
-        snprintf(buf, cap, "none");
+    if (*used < cap)
+        *used += (size_t)snprintf(buf + *used, cap - *used, "%s%s", *used ? ", " : "", name);
 }
 
 engram_status_t engram_config_check_keys(const engram_config_t *cfg, const char *const *names, int n,
@@ -114,8 +111,10 @@ engram_status_t engram_config_check_keys(const engram_config_t *cfg, const char 
         const engram_config_extra_t *x = &cfg->extra[e];
         int owner = engram_config_key_transport(x->name, names, n);
         if (owner < 0) {
-            char known[1024];
-            list_names(known, sizeof(known), names, n);
+            char known[1024] = "none";
+            size_t used = 0;
+            for (int i = 0; i < n; i++)
+                list_add(known, sizeof(known), &used, names[i]);
             return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
                                 "%s: unknown key '%s': not a core key, and no transport's name followed by '_' "
                                 "begins it (a transport's keys are <transport>_<rest>; transports: %s)",
@@ -139,12 +138,10 @@ engram_status_t engram_config_check_keys(const engram_config_t *cfg, const char 
         const engram_config_keyset_t *set = &found[f].set;
         const engram_config_key_decl_t *k = decl_find(set, x->name);
         if (k == NULL) {
-            const char *declared[64];
-            int nd = 0;
-            for (; nd < set->count && nd < 64; nd++)
-                declared[nd] = set->keys[nd].name;
-            char keys[1024];
-            list_names(keys, sizeof(keys), declared, nd);
+            char keys[1024] = "none";
+            size_t used = 0;
+            for (int i = 0; i < set->count; i++)
+                list_add(keys, sizeof(keys), &used, set->keys[i].name);
             return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
                                 "%s: unknown key '%s': not a core key, and transport %s declares no such key "
                                 "(its keys: %s)",
