@@ -1,8 +1,8 @@
 /* The core configuration table (X-macro) and the typed struct it generates.
  * Internal header: the library reads typed fields, users go through
  * engram_config_set/get, transports through the view of config_view.h.
- * Keys of one transport (ucx_window, mlx5_device, ...) are declared by that
- * transport (ops->config_keys), not here.
+ * A transport's own keys are declared by that transport (ops->config_keys),
+ * each named <transport name>_<rest>, not here; this table names no backend.
  *
  * X(name, type, default, accepted, help)
  *   type: INT (accepted = "min..max", or "auto|min..max": "auto" is stored as
@@ -31,11 +31,13 @@
  * (MMIO writes, progress calls) against how soon the first gets of a large
  * batch leave. */
 #define ENGRAM_CONFIG_KEYS(X)                                                                         \
-    X(transport, STRING, "auto", "auto|loopback|ucx|nccl_gin|mlx5dv|<plugin name>",                   \
-      "Transport backend; auto picks the best available and logs why others were passed over")        \
+    X(transport, STRING, "auto", "auto|<backend name>",                                               \
+      "Transport backend (engram_info lists the built-ins and plugins found); auto picks the best "    \
+      "available and logs why others were passed over")                                                \
     X(mode, ENUM, "direct", "direct|hybrid",                                                          \
       "direct: one connection per rank; hybrid: a node's rows from its shards, other nodes' through "  \
-      "one rank each (nccl_gin with several ranks a node: the row's owner)")                          \
+      "one rank each (or from each row's owner, on a backend whose ranks cannot serve their node's "  \
+      "other shards)")                                                                                  \
     X(num_qps, INT, "0", "0..1024", "Queues per transport; 0 = all the transport offers")             \
     X(flush_depth, INT, "768", "1..1048576", "Every flush_depth-th get per (queue, peer) rings the doorbell") \
     X(fetch_slots, INT, "4", "1..64", "Receive slots per table = fetches that may be in flight at once") \
@@ -131,23 +133,39 @@ engram_status_t engram_config_parse_value(const engram_config_key_decl_t *k, con
 /* The name at `index` of an ENUM's "a|b|c". */
 void engram_config_enum_name(const char *accepted, int index, char *buf, size_t len);
 
-/* The keys one transport declares, named by its owner ("ucx", "plugin x"). */
+/* The keys one transport declares: `transport` is its name (every key is
+ * <transport>_<rest>), `owner` names it in messages ("ucx", "plugin
+ * /path/libengram_transport_x.so"). */
 typedef struct engram_config_keyset {
     const char *owner;
     const engram_config_key_decl_t *keys;
     int count;
+    const char *transport;
 } engram_config_keyset_t;
 
 /* A transport's own declarations must be sound before their values are
- * read: valid distinct names that are not core keys, known types, parsing
- * defaults. */
+ * read: valid distinct names, each its transport's name, '_' and more (so
+ * never a core key), known types, parsing defaults. */
 engram_status_t engram_config_check_decls(const engram_config_keyset_t *set);
-/* Every non-core value set in cfg must be declared by one of sets and parse
- * there; else an error naming the key and where it was set. `note` (may be
- * NULL) is appended to an unknown-key error (e.g. plugins that failed to
- * load, whose keys are therefore unknown). */
-engram_status_t engram_config_check_keys(const engram_config_t *cfg, const engram_config_keyset_t *sets, int nsets,
-                                         const char *note);
+
+/* Which of names[0..n) a transport key belongs to: the longest name that,
+ * followed by '_', begins the key; -1 when none does. */
+int engram_config_key_transport(const char *key, const char *const *names, int n);
+
+/* The keys of transport names[index] into *set; false with the reason in
+ * why (the transport cannot be loaded) otherwise. */
+typedef bool (*engram_config_find_keys_t)(void *ctx, int index, engram_config_keyset_t *set, char *why,
+                                          size_t len);
+
+/* Every non-core value set in cfg is checked against the one transport its
+ * name names (engram_config_key_transport over names[0..n); only those
+ * transports are looked up through find, once each): it must declare the
+ * key, soundly (engram_config_check_decls), and the value must parse there.
+ * Else an error naming the key and where it was set, and: the transports
+ * known when no name fits, the transport's reason when it cannot be
+ * loaded, its keys when it does not declare this one. */
+engram_status_t engram_config_check_keys(const engram_config_t *cfg, const char *const *names, int n,
+                                         engram_config_find_keys_t find, void *ctx);
 /* One line per key of `set`, as engram_config_print does for the core. */
 void engram_config_print_keyset(const engram_config_t *cfg, const engram_config_keyset_t *set, FILE *out);
 

@@ -191,16 +191,24 @@ static void test_env_over_file_api_over_env(void)
     engram_config_destroy(cfg);
 }
 
-/* engram_config_create succeeds, but a non-core key it holds is declared by
- * no transport: engram_config_check_keys fails with `text`. */
+/* A transport lookup that must not happen: the key names no transport. */
+static bool find_never(void *ctx, int index, engram_config_keyset_t *set, char *why, size_t len)
+{
+    (void)ctx, (void)index, (void)set, (void)why, (void)len;
+    CHECK(!"a transport was looked up for a key that names none");
+    return false;
+}
+
+/* engram_config_create succeeds, but a non-core key it holds names no
+ * transport: engram_config_check_keys fails with `text`. */
 static void check_unknown(const char *text)
 {
     engram_config_t *cfg = create_ok();
-    static const engram_config_key_decl_t other[] = {{"other_key", ENGRAM_CONFIG_INT, "1", "0..9", "help"}};
-    engram_config_keyset_t set = {"someone", other, 1};
-    CHECK_ERROR(engram_config_check_keys(cfg, &set, 1, "plugin x could not be loaded"), ENGRAM_ERR_INVALID, text);
-    CHECK_ERROR(engram_config_check_keys(cfg, &set, 1, "plugin x could not be loaded"), ENGRAM_ERR_INVALID,
-                "transport keys are: other_key (someone); plugin x could not be loaded");
+    const char *names[] = {"other", "someone"};
+    CHECK_ERROR(engram_config_check_keys(cfg, names, 2, find_never, NULL), ENGRAM_ERR_INVALID, text);
+    CHECK_ERROR(engram_config_check_keys(cfg, names, 2, find_never, NULL), ENGRAM_ERR_INVALID,
+                "(a transport's keys are <transport>_<rest>; transports: other, someone)");
+    CHECK_ERROR(engram_config_check_keys(cfg, NULL, 0, find_never, NULL), ENGRAM_ERR_INVALID, "; transports: none)");
     engram_config_destroy(cfg);
 }
 
@@ -219,7 +227,8 @@ static void test_file_errors(void)
     /* A key that is not a core key may be a transport's: it is checked
      * once the transports are known (check_unknown). */
     use_file("flush_depth = 16\nflush_dept = 3\n");
-    snprintf(text, sizeof(text), "%s:2: unknown key 'flush_dept': neither a core key nor declared", file_path);
+    snprintf(text, sizeof(text), "%s:2: unknown key 'flush_dept': not a core key, and no transport's name "
+             "followed by '_' begins it", file_path);
     check_unknown(text);
     use_file("Flush-Dept = 3\n");
     snprintf(text, sizeof(text), "%s:1: unknown key 'Flush-Dept' (not a core key, and no transport key", file_path);
@@ -250,7 +259,7 @@ static void test_env_errors(void)
 {
     clear_env();
     CHECK(setenv("ENGRAM_FLUSH_DEPT", "3", 1) == 0);
-    check_unknown("ENGRAM_FLUSH_DEPT: unknown key 'flush_dept': neither a core key nor declared by any transport");
+    check_unknown("ENGRAM_FLUSH_DEPT: unknown key 'flush_dept': not a core key, and no transport's name");
     clear_env();
     CHECK(setenv("ENGRAM_flush_depth", "3", 1) == 0);
     check_create_fails(ENGRAM_ERR_INVALID,
@@ -417,28 +426,114 @@ static void test_file_kinds(void)
     clear_env();
 }
 
+/* The fake transports engram_config_check_keys looks up: names[i]'s keys
+ * are sets[i] (NULL: it cannot be loaded, for `why`); calls counts the
+ * lookups of each. */
+typedef struct fake_transports {
+    const engram_config_keyset_t *sets[4];
+    const char *why;
+    int calls[4];
+} fake_transports_t;
+
+static bool find_fake(void *ctx, int index, engram_config_keyset_t *set, char *why, size_t len)
+{
+    fake_transports_t *f = ctx;
+    CHECK(index >= 0 && index < 4);
+    f->calls[index]++;
+    if (f->sets[index] == NULL) {
+        snprintf(why, len, "%s", f->why);
+        return false;
+    }
+    *set = *f->sets[index];
+    return true;
+}
+
 /* Keys that are not core keys: kept with their source and where, checked
- * against the declarations of the transports found. */
+ * against the declarations of the one transport each names. */
 static void test_transport_keys(void)
 {
     clear_env();
-    use_file("ucx_window = 16\nmlx5_device = mlx5_1\n");
+    use_file("ucx_window = 16\nmlx5dv_device = mlx5_1\n");
     CHECK(setenv("ENGRAM_UCX_WINDOW", "32", 1) == 0);
     engram_config_t *cfg = create_ok();
     check_value(cfg, "ucx_window", "32", ENGRAM_CONFIG_SRC_ENV);
-    check_value(cfg, "mlx5_device", "mlx5_1", ENGRAM_CONFIG_SRC_FILE);
+    check_value(cfg, "mlx5dv_device", "mlx5_1", ENGRAM_CONFIG_SRC_FILE);
     CHECK_OK(engram_config_set(cfg, "ucx_window", "64"));
     check_value(cfg, "ucx_window", "64", ENGRAM_CONFIG_SRC_API);
     CHECK(cfg->num_extra == 2);
 
-    static const engram_config_key_decl_t ucx[] = {{"ucx_window", ENGRAM_CONFIG_INT, "256", "1..65536", "w"}};
-    static const engram_config_key_decl_t mlx5[] = {{"mlx5_device", ENGRAM_CONFIG_STRING, "", "a device", "d"}};
-    engram_config_keyset_t sets[] = {{"ucx", ucx, 1}, {"mlx5dv", mlx5, 1}};
-    CHECK_OK(engram_config_check_keys(cfg, sets, 2, NULL));
-    CHECK_ERROR(engram_config_check_keys(cfg, sets, 1, NULL), ENGRAM_ERR_INVALID, ":2: unknown key 'mlx5_device'");
+    /* The transport a key names: the longest name followed by '_'. */
+    const char *names[] = {"mlx5", "ucx", "mlx5dv", "plain"};
+    CHECK(engram_config_key_transport("mlx5dv_device", names, 4) == 2);
+    CHECK(engram_config_key_transport("mlx5_device", names, 4) == 0);
+    CHECK(engram_config_key_transport("ucx_", names, 4) == 1);
+    CHECK(engram_config_key_transport("ucx", names, 4) == -1);
+    CHECK(engram_config_key_transport("ucxx_window", names, 4) == -1);
+    CHECK(engram_config_key_transport("mlx5dvx_device", names, 4) == -1);
+    CHECK(engram_config_key_transport("ucx_window", names, 0) == -1);
+
+    static const engram_config_key_decl_t ucx[] = {{"ucx_window", ENGRAM_CONFIG_INT, "256", "1..65536", "w"},
+                                                   {"ucx_rndv", ENGRAM_CONFIG_INT, "0", "0..1", "r"}};
+    static const engram_config_key_decl_t mlx5[] = {{"mlx5dv_device", ENGRAM_CONFIG_STRING, "", "a device", "d"}};
+    engram_config_keyset_t sets[] = {{"ucx", ucx, 2, "ucx"}, {"mlx5dv", mlx5, 1, "mlx5dv"}};
+    static const engram_config_keyset_t plain = {"plain", NULL, 0, "plain"};
+    fake_transports_t fake = {{NULL, &sets[0], &sets[1], &plain}, "mlx5 is not a transport here", {0}};
+    CHECK_OK(engram_config_check_keys(cfg, names, 4, find_fake, &fake));
+    /* Only the transports named were looked up, each once. */
+    CHECK(fake.calls[0] == 0 && fake.calls[1] == 1 && fake.calls[2] == 1 && fake.calls[3] == 0);
+    CHECK_OK(engram_config_set(cfg, "ucx_rndv", "1"));
+    memset(fake.calls, 0, sizeof(fake.calls));
+    CHECK_OK(engram_config_check_keys(cfg, names, 4, find_fake, &fake));
+    CHECK(fake.calls[1] == 1);
+    /* A transport that does not declare the key: its keys listed. */
+    CHECK_OK(engram_config_set(cfg, "ucx_windows", "1"));
+    CHECK_ERROR(engram_config_check_keys(cfg, names, 4, find_fake, &fake), ENGRAM_ERR_INVALID,
+                "engram_config_set: unknown key 'ucx_windows': not a core key, and transport ucx declares no such "
+                "key (its keys: ucx_window, ucx_rndv)");
+    engram_config_destroy(cfg);
+    cfg = create_ok();
+    CHECK_OK(engram_config_set(cfg, "mlx5_device", "1"));
+    fake.sets[0] = &plain;
+    CHECK_ERROR(engram_config_check_keys(cfg, names, 4, find_fake, &fake), ENGRAM_ERR_INVALID,
+                "engram_config_set: unknown key 'mlx5_device': not a core key, and transport mlx5 declares no such "
+                "key (its keys: none)");
+    fake.sets[0] = NULL;
+    engram_config_destroy(cfg);
+    cfg = create_ok();
+    /* A transport that cannot be loaded: its reason. */
+    fake.sets[2] = NULL;
+    CHECK_ERROR(engram_config_check_keys(cfg, names, 4, find_fake, &fake), ENGRAM_ERR_INVALID,
+                ":2: key 'mlx5dv_device' is transport mlx5dv's, which cannot be loaded: mlx5 is not a transport here");
+    fake.why = "";
+    CHECK_ERROR(engram_config_check_keys(cfg, names, 4, find_fake, &fake), ENGRAM_ERR_INVALID,
+                "which cannot be loaded: no reason given");
+    fake.sets[2] = &sets[1];
+    /* A transport whose table breaks the rules is refused when looked up. */
+    static const engram_config_key_decl_t unnamed[] = {{"window", ENGRAM_CONFIG_INT, "1", "1..2", "w"}};
+    const engram_config_keyset_t bad = {"ucx", unnamed, 1, "ucx"};
+    fake.sets[1] = &bad;
+    CHECK_ERROR(engram_config_check_keys(cfg, names, 4, find_fake, &fake), ENGRAM_ERR_INVALID,
+                "ucx: config key 'window' is not named after its transport");
+    fake.sets[1] = &sets[0];
+    /* A name that begins with no transport's name and '_'. */
+    CHECK_OK(engram_config_set(cfg, "plainly_not", "1"));
+    CHECK_ERROR(engram_config_check_keys(cfg, names, 4, find_fake, &fake), ENGRAM_ERR_INVALID,
+                "engram_config_set: unknown key 'plainly_not': not a core key, and no transport's name followed by "
+                "'_' begins it (a transport's keys are <transport>_<rest>; transports: mlx5, ucx, mlx5dv, plain)");
+    engram_config_destroy(cfg);
+    cfg = create_ok();
+    CHECK_OK(engram_config_set(cfg, "plain_x", "1"));
+    CHECK_ERROR(engram_config_check_keys(cfg, names, 4, find_fake, &fake), ENGRAM_ERR_INVALID,
+                "engram_config_set: unknown key 'plain_x': not a core key, and transport plain declares no such key "
+                "(its keys: none)");
+    engram_config_destroy(cfg);
+    cfg = create_ok();
     CHECK_OK(engram_config_set(cfg, "ucx_window", "0"));
-    CHECK_ERROR(engram_config_check_keys(cfg, sets, 2, NULL), ENGRAM_ERR_INVALID,
+    CHECK_ERROR(engram_config_check_keys(cfg, names, 4, find_fake, &fake), ENGRAM_ERR_INVALID,
                 "engram_config_set: ucx's ucx_window: '0' is out of range 1..65536");
+    engram_config_destroy(cfg);
+    CHECK(setenv("ENGRAM_UCX_WINDOW", "32", 1) == 0);
+    cfg = create_ok();
 
     /* The view: the transport's own key, set or default, and core keys. */
     CHECK_OK(engram_config_set(cfg, "ucx_window", "128"));
@@ -451,11 +546,11 @@ static void test_transport_keys(void)
     CHECK(v == 128);
     CHECK_OK(view.get_int(&view, "flush_depth", &v));
     CHECK(v == 768);
-    CHECK_ERROR(view.get_int(&view, "mlx5_device", &v), ENGRAM_ERR_INVALID,
-                "ucx reads config key 'mlx5_device', which is neither a core key nor one it declares");
+    CHECK_ERROR(view.get_int(&view, "mlx5dv_device", &v), ENGRAM_ERR_INVALID,
+                "ucx reads config key 'mlx5dv_device', which is neither a core key nor one it declares");
     engram_config_view_init(&view, &impl, cfg, &sets[1]);
     const char *dev = NULL;
-    CHECK_OK(view.get_string(&view, "mlx5_device", &dev));
+    CHECK_OK(view.get_string(&view, "mlx5dv_device", &dev));
     CHECK(strcmp(dev, "mlx5_1") == 0);
 
     /* Printed with their source and owner. */
@@ -467,7 +562,7 @@ static void test_transport_keys(void)
     engram_config_print_keyset(cfg, &sets[1], out);
     CHECK(fclose(out) == 0);
     CHECK(strstr(text, "ucx_window   = 128          [api] accepted: 1..65536; ucx: w\n") != NULL);
-    CHECK(strstr(text, "mlx5_device  = mlx5_1       [file] accepted: a device; mlx5dv: d\n") != NULL);
+    CHECK(strstr(text, "mlx5dv_device = mlx5_1       [file] accepted: a device; mlx5dv: d\n") != NULL);
     free(text);
     engram_config_destroy(cfg);
 
@@ -485,27 +580,41 @@ static void test_transport_keys(void)
 
     /* Declarations a transport gets wrong are refused before any use. */
     const struct {
+        const char *transport;
         engram_config_key_decl_t decl;
         const char *message;
-    } bad[] = {
-        {{"mode", ENGRAM_CONFIG_INT, "1", "0..2", "h"}, "x: config key 'mode' is a core key"},
-        {{"Bad-Name", ENGRAM_CONFIG_INT, "1", "0..2", "h"}, "x: config key 'Bad-Name' is not 1..48 of [a-z0-9_]"},
-        {{"x_depth", ENGRAM_CONFIG_INT, "7", "0..2", "h"}, "x: default of x_depth: '7' is out of range 0..2"},
-        {{"x_kind", ENGRAM_CONFIG_ENUM, "c", "a|b", "h"}, "x: default of x_kind: 'c' is not one of a|b"},
-        {{"x_dirs", ENGRAM_CONFIG_PATHS, "rel", "dirs", "h"}, "x_dirs: entry 'rel' is relative"},
-        {{"x_n", ENGRAM_CONFIG_INT, "1", "lots", "h"}, "x_n: table range 'lots' is not min..max"},
-        {{"x_t", (engram_config_type_t)9, "1", "", "h"}, "x_t: declared with unknown type 9"},
-        {{"x_h", ENGRAM_CONFIG_INT, "1", "0..2", NULL}, "x: config key 0 has a NULL name, default, accepted or help"},
+    } bad_decls[] = {
+        {"x", {"Bad-Name", ENGRAM_CONFIG_INT, "1", "0..2", "h"}, "x: config key 'Bad-Name' is not 1..48 of [a-z0-9_]"},
+        {"x", {"depth", ENGRAM_CONFIG_INT, "1", "0..2", "h"},
+         "x: config key 'depth' is not named after its transport: transport x declares only keys named x_<rest>"},
+        {"x", {"y_depth", ENGRAM_CONFIG_INT, "1", "0..2", "h"}, "x: config key 'y_depth' is not named after"},
+        {"x", {"xx_depth", ENGRAM_CONFIG_INT, "1", "0..2", "h"}, "x: config key 'xx_depth' is not named after"},
+        {"x", {"x_", ENGRAM_CONFIG_INT, "1", "0..2", "h"}, "x: config key 'x_' is not named after"},
+        {"x", {"x", ENGRAM_CONFIG_INT, "1", "0..2", "h"}, "x: config key 'x' is not named after"},
+        {"gpu", {"gpu_sms", ENGRAM_CONFIG_INT, "1", "0..2", "h"}, "x: config key 'gpu_sms' is a core key"},
+        {NULL, {"x_depth", ENGRAM_CONFIG_INT, "1", "0..2", "h"},
+         "x: declares config keys but has no transport name for them to begin with"},
+        {"", {"x_depth", ENGRAM_CONFIG_INT, "1", "0..2", "h"}, "x: declares config keys but has no transport name"},
+        {"x", {"x_depth", ENGRAM_CONFIG_INT, "7", "0..2", "h"}, "x: default of x_depth: '7' is out of range 0..2"},
+        {"x", {"x_kind", ENGRAM_CONFIG_ENUM, "c", "a|b", "h"}, "x: default of x_kind: 'c' is not one of a|b"},
+        {"x", {"x_dirs", ENGRAM_CONFIG_PATHS, "rel", "dirs", "h"}, "x_dirs: entry 'rel' is relative"},
+        {"x", {"x_n", ENGRAM_CONFIG_INT, "1", "lots", "h"}, "x_n: table range 'lots' is not min..max"},
+        {"x", {"x_t", (engram_config_type_t)9, "1", "", "h"}, "x_t: declared with unknown type 9"},
+        {"x", {"x_h", ENGRAM_CONFIG_INT, "1", "0..2", NULL},
+         "x: config key 0 has a NULL name, default, accepted or help"},
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        engram_config_keyset_t set = {"x", &bad[i].decl, 1};
-        CHECK_ERROR(engram_config_check_decls(&set), ENGRAM_ERR_INVALID, bad[i].message);
+    for (size_t i = 0; i < sizeof(bad_decls) / sizeof(bad_decls[0]); i++) {
+        engram_config_keyset_t set = {"x", &bad_decls[i].decl, 1, bad_decls[i].transport};
+        CHECK_ERROR(engram_config_check_decls(&set), ENGRAM_ERR_INVALID, bad_decls[i].message);
     }
     static const engram_config_key_decl_t twice[] = {{"x_a", ENGRAM_CONFIG_INT, "1", "0..2", "h"},
                                                      {"x_a", ENGRAM_CONFIG_INT, "1", "0..2", "h"}};
-    engram_config_keyset_t set = {"x", twice, 2};
+    engram_config_keyset_t set = {"x", twice, 2, "x"};
     CHECK_ERROR(engram_config_check_decls(&set), ENGRAM_ERR_INVALID, "x: config key 'x_a' is declared twice");
     set.count = 1;
+    CHECK_OK(engram_config_check_decls(&set));
+    /* A transport without a name may declare nothing, and nothing is fine. */
+    set = (engram_config_keyset_t){"x", NULL, 0, NULL};
     CHECK_OK(engram_config_check_decls(&set));
     clear_env();
 }
@@ -516,14 +625,14 @@ static void test_transport_keys(void)
 static void test_blanks(void)
 {
     clear_env();
-    use_file("fetch_slots = 8 \t\nmlx5_device =  mlx5_1  \n");
+    use_file("fetch_slots = 8 \t\nmlx5dv_device =  mlx5_1  \n");
     CHECK(setenv("ENGRAM_FLUSH_DEPTH", " 12 ", 1) == 0);
     CHECK(setenv("ENGRAM_MODE", "hybrid\t", 1) == 0);
     CHECK(setenv("ENGRAM_UCX_WINDOW", "16 ", 1) == 0);
     CHECK(setenv("ENGRAM_LOG_LEVEL", "info ", 1) == 0);
     engram_config_t *cfg = create_ok();
     check_value(cfg, "fetch_slots", "8", ENGRAM_CONFIG_SRC_FILE);
-    check_value(cfg, "mlx5_device", "mlx5_1", ENGRAM_CONFIG_SRC_FILE);
+    check_value(cfg, "mlx5dv_device", "mlx5_1", ENGRAM_CONFIG_SRC_FILE);
     check_value(cfg, "flush_depth", "12", ENGRAM_CONFIG_SRC_ENV);
     check_value(cfg, "mode", "hybrid", ENGRAM_CONFIG_SRC_ENV);
     check_value(cfg, "ucx_window", "16", ENGRAM_CONFIG_SRC_ENV);

@@ -1,6 +1,7 @@
-/* Transport keys: checking what a transport declares, checking every value
- * set for a non-core key against the declarations of the transports found,
- * and the view through which a transport reads its keys at open. */
+/* Transport keys: checking what a transport declares (each key named
+ * <transport>_<rest>), checking every value set for a non-core key against
+ * the declarations of the one transport its name names, and the view
+ * through which a transport reads its keys at open. */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <string.h>
@@ -37,6 +38,11 @@ engram_status_t engram_config_check_decls(const engram_config_keyset_t *set)
     if (set->count < 0 || (set->count > 0 && set->keys == NULL))
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: config key table of %d keys at %p", set->owner, set->count,
                             (const void *)set->keys);
+    const char *transport = set->transport != NULL ? set->transport : "";
+    const size_t prefix = strlen(transport);
+    if (set->count > 0 && prefix == 0)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: declares config keys but has no transport name for them to "
+                            "begin with", set->owner);
     for (int i = 0; i < set->count; i++) {
         const engram_config_key_decl_t *k = &set->keys[i];
         if (k->name == NULL || k->def == NULL || k->accepted == NULL || k->help == NULL)
@@ -50,6 +56,10 @@ engram_status_t engram_config_check_decls(const engram_config_keyset_t *set)
         if (!valid)
             return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: config key '%s' is not 1..%d of [a-z0-9_]", set->owner,
                                 k->name, ENGRAM_CONFIG_NAME_MAX);
+        if (len <= prefix + 1 || strncmp(k->name, transport, prefix) != 0 || k->name[prefix] != '_')
+            return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: config key '%s' is not named after its transport: "
+                                "transport %s declares only keys named %s_<rest>", set->owner, k->name, transport,
+                                transport);
         if (core_find(k->name) >= 0)
             return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: config key '%s' is a core key; a transport declares only "
                                 "its own", set->owner, k->name);
@@ -67,38 +77,82 @@ engram_status_t engram_config_check_decls(const engram_config_keyset_t *set)
     return ENGRAM_OK;
 }
 
-engram_status_t engram_config_check_keys(const engram_config_t *cfg, const engram_config_keyset_t *sets, int nsets,
-                                         const char *note)
+int engram_config_key_transport(const char *key, const char *const *names, int n)
 {
+    int best = -1;
+    size_t best_len = 0;
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(names[i]);
+        if (len > best_len && strncmp(key, names[i], len) == 0 && key[len] == '_') {
+            best = i;
+            best_len = len;
+        }
+    }
+    return best;
+}
+
+/* Appends ", name" (the first without the comma) to buf[0..cap). */
+static void list_add(char *buf, size_t cap, size_t *used, const char *name)
+{
+    if (*used < cap)
+        *used += (size_t)snprintf(buf + *used, cap - *used, "%s%s", *used ? ", " : "", name);
+}
+
+engram_status_t engram_config_check_keys(const engram_config_t *cfg, const char *const *names, int n,
+                                         engram_config_find_keys_t find, void *ctx)
+{
+    /* The transports looked up so far: each at most once per check. */
+    struct {
+        int index;
+        engram_config_keyset_t set;
+    } found[ENGRAM_CONFIG_EXTRA_MAX];
+    int nfound = 0;
     for (int e = 0; e < cfg->num_extra; e++) {
         const engram_config_extra_t *x = &cfg->extra[e];
-        bool declared = false;
-        for (int s = 0; s < nsets; s++) {
-            const engram_config_key_decl_t *k = decl_find(&sets[s], x->name);
-            if (k == NULL)
-                continue;
-            declared = true;
-            char where[sizeof(x->where) + 64];
-            snprintf(where, sizeof(where), "%s: %s's ", x->where, sets[s].owner);
-            int64_t num;
-            engram_status_t st = engram_config_parse_value(k, x->value, where, &num);
+        int owner = engram_config_key_transport(x->name, names, n);
+        if (owner < 0) {
+            char known[1024] = "none";
+            size_t used = 0;
+            for (int i = 0; i < n; i++)
+                list_add(known, sizeof(known), &used, names[i]);
+            return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
+                                "%s: unknown key '%s': not a core key, and no transport's name followed by '_' "
+                                "begins it (a transport's keys are <transport>_<rest>; transports: %s)",
+                                x->where, x->name, known);
+        }
+        int f = 0;
+        while (f < nfound && found[f].index != owner)
+            f++;
+        if (f == nfound) {
+            char why[1024] = "";
+            engram_config_keyset_t set = {names[owner], NULL, 0, names[owner]};
+            if (!find(ctx, owner, &set, why, sizeof(why)))
+                return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: key '%s' is transport %s's, which cannot be loaded: %s",
+                                    x->where, x->name, names[owner], why[0] ? why : "no reason given");
+            engram_status_t st = engram_config_check_decls(&set);
             if (st != ENGRAM_OK)
                 return st;
+            found[nfound].index = owner;
+            found[nfound++].set = set;
         }
-        if (declared)
-            continue;
-        char known[1024];
-        size_t used = 0;
-        known[0] = '\0';
-        for (int s = 0; s < nsets && used < sizeof(known); s++)
-            for (int i = 0; i < sets[s].count && used < sizeof(known); i++)
-                used += (size_t)snprintf(known + used, sizeof(known) - used, "%s%s (%s)", used ? ", " : "",
-                                         sets[s].keys[i].name, sets[s].owner);
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
-                            "%s: unknown key '%s': neither a core key nor declared by any transport found; "
-                            "transport keys are: %s%s%s",
-                            x->where, x->name, used ? known : "none", note && note[0] ? "; " : "",
-                            note ? note : "");
+        const engram_config_keyset_t *set = &found[f].set;
+        const engram_config_key_decl_t *k = decl_find(set, x->name);
+        if (k == NULL) {
+            char keys[1024] = "none";
+            size_t used = 0;
+            for (int i = 0; i < set->count; i++)
+                list_add(keys, sizeof(keys), &used, set->keys[i].name);
+            return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
+                                "%s: unknown key '%s': not a core key, and transport %s declares no such key "
+                                "(its keys: %s)",
+                                x->where, x->name, names[owner], keys);
+        }
+        char where[sizeof(x->where) + 64];
+        snprintf(where, sizeof(where), "%s: %s's ", x->where, set->owner);
+        int64_t num;
+        engram_status_t st = engram_config_parse_value(k, x->value, where, &num);
+        if (st != ENGRAM_OK)
+            return st;
     }
     return ENGRAM_OK;
 }

@@ -50,10 +50,11 @@ engram_status_t engram_registry_select_excluding(engram_group_t *group, const en
                                                  const engram_transport_ops_t *const *skip, int nskip,
                                                  const engram_transport_ops_t **out);
 
-/* Every value set for a non-core key must be declared by a built-in or by
- * a plugin found on plugin_path (each is loaded to read its table) and
- * parse there: else an error naming the key, where it was set, and the
- * plugins that could not be loaded (whose keys are unknown). */
+/* Every value set for a non-core key must be declared by the transport
+ * its name names (<transport>_<rest>: the longest built-in row or plugin
+ * on plugin_path whose name and '_' begin it; only that one is loaded) and
+ * parse there: else an error naming the key, where it was set, and why
+ * (engram_config_check_keys). */
 engram_status_t engram_registry_check_keys(const engram_config_t *cfg, const engram_builtin_table_t *builtins);
 
 /* The keys `ops` declares (none when its ops predate the field). */

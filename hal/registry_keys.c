@@ -1,20 +1,23 @@
 /* Transport keys in the registry: which keys a transport declares, the view
  * its open reads them through, and the check that every transport key set
- * (file, env, API) is declared by some transport that was found. A key's
- * owner is known only once transports are found (plugins by loading them),
- * so this check runs at selection, not at engram_config_create. */
+ * (file, env, API) is declared by the transport its name names. That
+ * transport is known by name (a built-in row or a plugin file on
+ * plugin_path), its declarations only once it is loaded, so this check runs
+ * at selection, not at engram_config_create; it loads no other transport. */
 #include <stdio.h>
 #include <string.h>
 
 #include "hal/log.h"
 #include "hal/registry.h"
 
-/* Plugins consulted for their keys; more than a handful is not a setup. */
-enum { MAX_PLUGINS = 32 };
+/* Transport names a key may begin with: the built-in rows and the plugins
+ * on plugin_path; more than a handful is not a setup. */
+enum { MAX_NAMES = 64 };
 
 engram_config_keyset_t engram_transport_keys(const engram_transport_ops_t *ops)
 {
-    engram_config_keyset_t set = {ops != NULL ? ops->name : "", NULL, 0};
+    const char *name = ops != NULL && ops->name != NULL ? ops->name : "";
+    engram_config_keyset_t set = {name, NULL, 0, name};
     size_t end = offsetof(engram_transport_ops_t, num_config_keys) + sizeof(ops->num_config_keys);
     if (ops != NULL && ops->size >= end && ops->config_keys != NULL) {
         set.keys = ops->config_keys;
@@ -35,34 +38,54 @@ engram_status_t engram_transport_open(const engram_transport_ops_t *ops, engram_
     return ops->open(group, &view, out);
 }
 
+/* names[0..builtins->count) are the built-in rows, the rest plugins. */
+typedef struct key_owners {
+    const engram_builtin_table_t *builtins;
+    const char *plugin_path;
+    const char *const *names;
+} key_owners_t;
+
+static bool owner_keys(void *arg, int index, engram_config_keyset_t *set, char *why, size_t len)
+{
+    const key_owners_t *o = arg;
+    const engram_transport_ops_t *ops = NULL;
+    if (index < o->builtins->count) {
+        const char *reason = NULL;
+        ops = engram_registry_builtin_ops(&o->builtins->entries[index], &reason);
+        if (ops == NULL) {
+            snprintf(why, len, "%s", reason != NULL ? reason : "");
+            return false;
+        }
+    } else if (engram_registry_load_plugin(o->names[index], o->plugin_path, &ops) != ENGRAM_OK) {
+        snprintf(why, len, "%s", engram_last_error());
+        return false;
+    }
+    *set = engram_transport_keys(ops);
+    return true;
+}
+
 engram_status_t engram_registry_check_keys(const engram_config_t *cfg, const engram_builtin_table_t *builtins)
 {
     if (cfg->num_extra == 0)
         return ENGRAM_OK; /* nothing to check: no plugin needs loading */
-    engram_config_keyset_t sets[2 * MAX_PLUGINS];
-    int nsets = 0;
-    char names[MAX_PLUGINS][ENGRAM_PLUGIN_NAME_MAX + 1];
-    int n = engram_registry_plugin_names(cfg->plugin_path, names, MAX_PLUGINS);
-    char note[2048] = "";
-    size_t used = 0;
-    /* A built-in compiled out or a module that did not load, like a plugin
-     * that did not load, has keys no one can know here. */
-    for (int i = 0; i < builtins->count && nsets < MAX_PLUGINS; i++) {
-        const char *why = NULL;
-        const engram_transport_ops_t *ops = engram_registry_builtin_ops(&builtins->entries[i], &why);
-        if (ops != NULL)
-            sets[nsets++] = engram_transport_keys(ops);
-        else if (used < sizeof(note))
-            used += (size_t)snprintf(note + used, sizeof(note) - used, "%s%s is not usable in this build (%s)",
-                                     used ? "; " : "", builtins->entries[i].name, why ? why : "");
+    if (builtins->count > MAX_NAMES)
+        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "transport keys: %d built-ins exceed the %d names looked through",
+                            builtins->count, MAX_NAMES);
+    const char *names[MAX_NAMES];
+    int n = 0;
+    for (; n < builtins->count; n++)
+        names[n] = builtins->entries[n].name;
+    /* A plugin file of a built-in row's name is that row's (as selection
+     * has it). */
+    char plugins[MAX_NAMES][ENGRAM_PLUGIN_NAME_MAX + 1];
+    int np = engram_registry_plugin_names(cfg->plugin_path, plugins, MAX_NAMES - n);
+    for (int i = 0; i < np; i++) {
+        bool builtin = false;
+        for (int b = 0; b < builtins->count && !builtin; b++)
+            builtin = strcmp(plugins[i], builtins->entries[b].name) == 0;
+        if (!builtin)
+            names[n++] = plugins[i];
     }
-    for (int i = 0; i < n; i++) {
-        const engram_transport_ops_t *ops = NULL;
-        if (engram_registry_load_plugin(names[i], cfg->plugin_path, &ops) == ENGRAM_OK)
-            sets[nsets++] = engram_transport_keys(ops);
-        else if (used < sizeof(note))
-            used += (size_t)snprintf(note + used, sizeof(note) - used, "%splugin %s could not be loaded: %s",
-                                     used ? "; " : "", names[i], engram_last_error());
-    }
-    return engram_config_check_keys(cfg, sets, nsets, note);
+    key_owners_t owners = {builtins, cfg->plugin_path, names};
+    return engram_config_check_keys(cfg, names, n, owner_keys, &owners);
 }

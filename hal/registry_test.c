@@ -2,7 +2,8 @@
  * //transports:builtins) and handed to it, transport=auto order and its log
  * line, and plugin loading: a working plugin used end to end with its own
  * config key, every refused plugin, relative and empty plugin_path entries,
- * and transport keys no transport declares.
+ * and transport keys: each checked by the one transport its name names,
+ * loading no other.
  *
  * argv[1] is the runfiles path of libengram_transport_testplug.so; every
  * test plugin is built into the same directory. */
@@ -10,9 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hal/config_keys.h"
+#include "hal/log.h"
 #include "hal/registry.h"
 #include "hal/testdata/check_error.h"
 
@@ -48,8 +51,12 @@ static const engram_transport_ops_t fake_loopback = {.size = sizeof(fake_loopbac
                                                      .available = fake_loopback_available};
 static const engram_transport_ops_t fake_mlx5dv = {.size = sizeof(fake_mlx5dv), .name = "mlx5dv",
                                                    .available = fake_mlx5dv_available};
+static const engram_config_key_decl_t fake_ucx_keys[] = {
+    {"ucx_window", ENGRAM_CONFIG_INT, "256", "1..65536", "outstanding gets"},
+};
 static const engram_transport_ops_t fake_ucx = {.size = sizeof(fake_ucx), .name = "ucx",
-                                                .available = fake_ucx_available};
+                                                .available = fake_ucx_available, .config_keys = fake_ucx_keys,
+                                                .num_config_keys = 1};
 
 /* Not in priority order, so auto has to sort. */
 static const engram_builtin_t fake_entries[] = {
@@ -350,6 +357,8 @@ static void test_plugins_refused(void)
         {"gpusmall", ENGRAM_ERR_VERSION, "gpu_launcher->size is"},
         {"badkeys", ENGRAM_ERR_INVALID, "libengram_transport_badkeys.so: default of badkeys_depth: '9' is out of "
                                         "range 0..4"},
+        {"badprefix", ENGRAM_ERR_INVALID, "libengram_transport_badprefix.so: config key 'depth' is not named after its "
+                                          "transport: transport badprefix declares only keys named badprefix_<rest>"},
     };
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         const engram_transport_ops_t *ops = NULL;
@@ -407,6 +416,63 @@ static void test_plugin_path_refused(void)
 
 /* ---- transport keys ---- */
 
+/* The log lines of the checks below, to show which plugins they touched. */
+static char key_log[16384];
+static size_t key_log_used;
+
+static void log_to_buffer(void *arg, engram_log_level_t level, const char *file, int line, const char *msg)
+{
+    (void)arg, (void)level, (void)file, (void)line;
+    if (key_log_used < sizeof(key_log))
+        key_log_used += (size_t)snprintf(key_log + key_log_used, sizeof(key_log) - key_log_used, "%s\n", msg);
+}
+
+/* engram_registry_check_keys on `key = value` with plugin_path `path` over
+ * `table`, logging into key_log (emptied first). */
+static engram_status_t check_key(const engram_builtin_table_t *table, const char *path, const char *key,
+                                 const char *value)
+{
+    engram_config_t *cfg = config_new("loopback", path);
+    CHECK_OK(engram_config_set(cfg, key, value));
+    key_log_used = 0;
+    key_log[0] = '\0';
+    engram_log_set_handler(log_to_buffer, NULL);
+    engram_status_t st = engram_registry_check_keys(cfg, table);
+    engram_log_set_handler(NULL, NULL);
+    engram_config_destroy(cfg);
+    return st;
+}
+
+/* The file libengram_transport_junk.so in a directory of its own: no
+ * shared object, so loading it fails. */
+static void junk_dir(char *dir, size_t len)
+{
+    const char *tmp = getenv("TEST_TMPDIR");
+    snprintf(dir, len, "%s/junk", tmp ? tmp : "/tmp");
+    (void)mkdir(dir, 0700);
+    char file[8192];
+    snprintf(file, sizeof(file), "%s/libengram_transport_junk.so", dir);
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL);
+    CHECK(fputs("not a shared object\n", f) >= 0);
+    CHECK(fclose(f) == 0);
+}
+
+static const engram_config_key_decl_t fake_test_keys[] = {{"test_depth", ENGRAM_CONFIG_INT, "1", "1..8", "d"}};
+static const engram_transport_ops_t fake_test = {.size = sizeof(fake_test), .name = "test",
+                                                 .available = fake_loopback_available,
+                                                 .config_keys = fake_test_keys, .num_config_keys = 1};
+static const engram_config_key_decl_t unnamed_keys[] = {{"window", ENGRAM_CONFIG_INT, "1", "1..8", "w"}};
+static const engram_transport_ops_t fake_unnamed = {.size = sizeof(fake_unnamed), .name = "unnamed",
+                                                    .available = fake_loopback_available,
+                                                    .config_keys = unnamed_keys, .num_config_keys = 1};
+static const engram_config_key_decl_t fake_testplug_keys[] = {
+    {"testplug_other", ENGRAM_CONFIG_INT, "1", "1..8", "o"},
+};
+static const engram_transport_ops_t fake_testplug = {.size = sizeof(fake_testplug), .name = "testplug",
+                                                     .available = fake_loopback_available,
+                                                     .config_keys = fake_testplug_keys, .num_config_keys = 1};
+
 static void test_transport_keys(engram_group_t *g)
 {
     const engram_transport_ops_t *ops = NULL;
@@ -417,29 +483,116 @@ static void test_transport_keys(engram_group_t *g)
                 "engram_config_set: testplug's testplug_queues: '9' is out of range 1..4");
     engram_config_destroy(cfg);
 
-    /* A key no one declares: named, with the plugins whose keys are unknown
-     * because they could not be loaded. */
+    /* A key the transport it names does not declare: its keys listed. */
     CHECK(setenv("ENGRAM_TESTPLUG_QUEUE", "2", 1) == 0);
     cfg = config_new("loopback", plugin_dir);
     CHECK_ERROR(engram_registry_select(g, cfg, &builtins, &ops), ENGRAM_ERR_INVALID,
-                "ENGRAM_TESTPLUG_QUEUE: unknown key 'testplug_queue': neither a core key nor declared by any "
-                "transport found; transport keys are: testplug_queues (testplug)");
-    CHECK_ERROR(engram_registry_select(g, cfg, &builtins, &ops), ENGRAM_ERR_INVALID,
-                "plugin badkeys could not be loaded: plugin ");
+                "ENGRAM_TESTPLUG_QUEUE: unknown key 'testplug_queue': not a core key, and transport testplug "
+                "declares no such key (its keys: testplug_queues)");
     engram_config_destroy(cfg);
-    /* Without the plugin directory, nothing declares testplug's key either. */
     unsetenv("ENGRAM_TESTPLUG_QUEUE");
+    /* Without the plugin directory, no transport is named testplug. */
     CHECK(setenv("ENGRAM_TESTPLUG_QUEUES", "2", 1) == 0);
     cfg = config_new("loopback", "");
     CHECK_ERROR(engram_registry_select(g, cfg, &builtins, &ops), ENGRAM_ERR_INVALID,
-                "ENGRAM_TESTPLUG_QUEUES: unknown key 'testplug_queues'");
+                "ENGRAM_TESTPLUG_QUEUES: unknown key 'testplug_queues': not a core key, and no transport's name "
+                "followed by '_' begins it (a transport's keys are <transport>_<rest>; transports: loopback, ucx, "
+                "nccl_gin, mlx5dv)");
     engram_config_destroy(cfg);
     unsetenv("ENGRAM_TESTPLUG_QUEUES");
     CHECK(ops == NULL);
 
+    /* Checking a key loads only the transport it names: with every loader
+     * test plugin and a file that is no shared object on the path, a
+     * built-in's key checks as it does with an empty path, and the log
+     * shows no plugin touched. */
+    char junk[4096], path[16384];
+    junk_dir(junk, sizeof(junk));
+    snprintf(path, sizeof(path), "%s:%s", junk, plugin_dir);
+    CHECK_OK(check_key(&builtins, path, "ucx_window", "16"));
+    CHECK(strstr(key_log, "libengram_transport_") == NULL);
+    CHECK_ERROR(check_key(&builtins, path, "ucx_window", "0"), ENGRAM_ERR_INVALID,
+                "engram_config_set: ucx's ucx_window: '0' is out of range 1..65536");
+    CHECK(strstr(key_log, "libengram_transport_") == NULL);
+    CHECK_ERROR(check_key(&builtins, "", "ucx_window", "0"), ENGRAM_ERR_INVALID,
+                "engram_config_set: ucx's ucx_window: '0' is out of range 1..65536");
+    /* A plugin's key loads that plugin and no other. */
+    CHECK_OK(check_key(&builtins, path, "testplug_queues", "2"));
+    CHECK(strstr(key_log, "transport plugin 'testplug' loaded from") != NULL);
+    CHECK(strstr(key_log, "junk") == NULL && strstr(key_log, "badkeys") == NULL &&
+          strstr(key_log, "gpuonly") == NULL);
+
+    /* The transports known, when a key names none: built-in rows, then the
+     * plugins found, by name. */
+    CHECK_ERROR(check_key(&builtins, path, "nosuch_key", "1"), ENGRAM_ERR_INVALID,
+                "engram_config_set: unknown key 'nosuch_key': not a core key, and no transport's name followed by "
+                "'_' begins it (a transport's keys are <transport>_<rest>; transports: loopback, ucx, nccl_gin, "
+                "mlx5dv, badkeys, badname, badprefix, badver, gpumixed, gpunofns, gpuonly, gpusmall, junk, nofns");
+    CHECK(strstr(engram_last_error(), ", testplug)") != NULL);
+    CHECK(strstr(key_log, "libengram_transport_") == NULL);
+
+    /* A key naming a transport that cannot be loaded: that one's reason. */
+    CHECK_ERROR(check_key(&builtins, path, "nccl_gin_queue_depth", "1"), ENGRAM_ERR_INVALID,
+                "engram_config_set: key 'nccl_gin_queue_depth' is transport nccl_gin's, which cannot be loaded: "
+                "needs NCCL >= 2.30.4, found 2.28.9");
+    char want[16384];
+    snprintf(want, sizeof(want),
+             "key 'junk_x' is transport junk's, which cannot be loaded: plugin %s/libengram_transport_junk.so "
+             "could not be loaded: ",
+             junk);
+    CHECK_ERROR(check_key(&builtins, path, "junk_x", "1"), ENGRAM_ERR_INVALID, want);
+    snprintf(want, sizeof(want),
+             "key 'badkeys_depth' is transport badkeys's, which cannot be loaded: plugin "
+             "%s/libengram_transport_badkeys.so: default of badkeys_depth: '9' is out of range 0..4",
+             plugin_dir);
+    CHECK_ERROR(check_key(&builtins, path, "badkeys_depth", "1"), ENGRAM_ERR_INVALID, want);
+    snprintf(want, sizeof(want),
+             "key 'badprefix_depth' is transport badprefix's, which cannot be loaded: plugin "
+             "%s/libengram_transport_badprefix.so: config key 'depth' is not named after its transport",
+             plugin_dir);
+    CHECK_ERROR(check_key(&builtins, path, "badprefix_depth", "1"), ENGRAM_ERR_INVALID, want);
+    CHECK(strstr(key_log, "badkeys") == NULL);
+    /* A module row whose file is not installed. */
+    const engram_builtin_t module_rows[] = {{"nomodule", NULL, NULL, 0, true}};
+    const engram_builtin_table_t modules = {module_rows, 1};
+    CHECK_ERROR(check_key(&modules, "", "nomodule_x", "1"), ENGRAM_ERR_INVALID,
+                "key 'nomodule_x' is transport nomodule's, which cannot be loaded: module not loaded: ");
+    CHECK(strstr(engram_last_error(), "libengram_transport_nomodule.so is not installed") != NULL);
+
+    /* The longest name wins, whether a built-in row's or a plugin's; a
+     * plugin file of a built-in row's name is that row's. */
+    const engram_builtin_t test_rows[] = {{"test", &fake_test, NULL, 0, false}};
+    const engram_builtin_table_t tests = {test_rows, 1};
+    CHECK_OK(check_key(&tests, plugin_dir, "testplug_queues", "2"));
+    CHECK_OK(check_key(&tests, plugin_dir, "test_depth", "2"));
+    CHECK_ERROR(check_key(&tests, plugin_dir, "test_queues", "2"), ENGRAM_ERR_INVALID,
+                "unknown key 'test_queues': not a core key, and transport test declares no such key (its keys: "
+                "test_depth)");
+    const engram_builtin_t shadow_rows[] = {{"testplug", &fake_testplug, NULL, 0, false}};
+    const engram_builtin_table_t shadow = {shadow_rows, 1};
+    CHECK_OK(check_key(&shadow, plugin_dir, "testplug_other", "2"));
+    CHECK_ERROR(check_key(&shadow, plugin_dir, "testplug_queues", "2"), ENGRAM_ERR_INVALID,
+                "transport testplug declares no such key (its keys: testplug_other)");
+    CHECK(strstr(key_log, "libengram_transport_") == NULL);
+
+    /* A built-in whose key table breaks the naming rule is refused too. */
+    const engram_builtin_t unnamed_rows[] = {{"unnamed", &fake_unnamed, NULL, 0, false}};
+    const engram_builtin_table_t unnamed = {unnamed_rows, 1};
+    CHECK_ERROR(check_key(&unnamed, "", "unnamed_window", "1"), ENGRAM_ERR_INVALID,
+                "unnamed: config key 'window' is not named after its transport: transport unnamed declares only "
+                "keys named unnamed_<rest>");
+
+    /* More built-in rows than the names looked through. */
+    engram_builtin_t many_rows[65];
+    for (int i = 0; i < 65; i++)
+        many_rows[i] = (engram_builtin_t){"loopback", &fake_loopback, NULL, 0, false};
+    const engram_builtin_table_t many = {many_rows, 65};
+    CHECK_ERROR(check_key(&many, "", "ucx_window", "1"), ENGRAM_ERR_OVERFLOW,
+                "transport keys: 65 built-ins exceed the 64 names looked through");
+
     /* A transport reading a key it did not declare gets an error naming it. */
     cfg = config_new("testplug", plugin_dir);
-    engram_config_keyset_t none = {"someone", NULL, 0};
+    engram_config_keyset_t none = {"someone", NULL, 0, "someone"};
     engram_config_view_impl_t impl;
     engram_config_view_t view;
     engram_config_view_init(&view, &impl, cfg, &none);

@@ -34,7 +34,7 @@ int main(int argc, char **argv)
     const engram_builtin_table_t *table = engram_transport_builtins();
     CHECK(table->count == 4);
     /* Each built-in's own keys: sound, and the ones it is known for. */
-    const char *own_key[] = {NULL, "ucx_window", "gin_queue_depth", "mlx5_device"};
+    const char *own_key[] = {NULL, "ucx_window", "nccl_gin_queue_depth", "mlx5dv_device"};
     for (int i = 0; i < 4; i++) {
         const engram_builtin_t *b = &table->entries[i];
         engram_config_keyset_t keys = engram_transport_keys(b->ops);

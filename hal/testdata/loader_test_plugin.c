@@ -10,6 +10,7 @@
  *   LAUNCHER_MIXED  gpumixed: a gpu_launcher and only some host ops
  *   LAUNCHER_SMALL  gpusmall: a gpu_launcher whose size predates its functions
  *   BROKEN_KEYS     badkeys: a config key table whose default is out of range
+ *   BROKEN_PREFIX   badprefix: a config key not named badprefix_<rest>
  * Accepted:
  *   LAUNCHER_OK     gpuonly: a gpu_launcher and no host op (GPU-initiated)
  *   OLD_ABI         oldabi: transport ABI version 2 (engram_transport_plugin_v1)
@@ -44,13 +45,16 @@ ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v3 = {ENGRAM_
 #define PLUGIN_NAME "gpusmall"
 #elif defined(BROKEN_KEYS)
 #define PLUGIN_NAME "badkeys"
+#elif defined(BROKEN_PREFIX)
+#define PLUGIN_NAME "badprefix"
 #elif defined(OLD_ABI)
 #define PLUGIN_NAME "oldabi"
 #endif
-/* BROKEN_KEYS has a sound launcher, so only its key table is wrong;
- * OLD_ABI is a sound GPU-initiated plugin but for its record's version. */
+/* BROKEN_KEYS and BROKEN_PREFIX have a sound launcher, so only their key
+ * tables are wrong; OLD_ABI is a sound GPU-initiated plugin but for its
+ * record's version. */
 #if defined(LAUNCHER_OK) || defined(LAUNCHER_NOFNS) || defined(LAUNCHER_MIXED) || defined(LAUNCHER_SMALL) || \
-    defined(BROKEN_KEYS) || defined(OLD_ABI)
+    defined(BROKEN_KEYS) || defined(BROKEN_PREFIX) || defined(OLD_ABI)
 #define WITH_LAUNCHER 1
 #endif
 #ifndef PLUGIN_ABI
@@ -139,6 +143,12 @@ static engram_status_t no_get(engram_transport_t *t, int queue, int peer, engram
 static const engram_config_key_decl_t bad_keys[] = {
     {"badkeys_depth", ENGRAM_CONFIG_INT, "9", "0..4", "a default its own range refuses"},
 };
+#elif defined(BROKEN_PREFIX)
+/* The first key is sound; the second lacks the transport's name. */
+static const engram_config_key_decl_t bad_keys[] = {
+    {"badprefix_depth", ENGRAM_CONFIG_INT, "1", "0..4", "a sound key"},
+    {"depth", ENGRAM_CONFIG_INT, "1", "0..4", "a key named after no transport"},
+};
 #endif
 
 static const engram_transport_ops_t ops = {
@@ -154,9 +164,9 @@ static const engram_transport_ops_t ops = {
 #if defined(LAUNCHER_MIXED)
     .get = no_get,
 #endif
-#if defined(BROKEN_KEYS)
+#if defined(BROKEN_KEYS) || defined(BROKEN_PREFIX)
     .config_keys = bad_keys,
-    .num_config_keys = 1,
+    .num_config_keys = sizeof(bad_keys) / sizeof(bad_keys[0]),
 #endif
 };
 

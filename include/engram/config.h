@@ -32,9 +32,10 @@ typedef enum engram_config_source {
 /* Defaults, then the file (if ENGRAM_CONFIG_FILE is set: a regular text
  * file), then ENGRAM_* env. A core key's value that does not parse is an
  * error naming the key and the accepted values. Any other key may be a
- * transport's: its value is kept, and checked when the transports are found
- * (engram_context_create), where a key no transport declares is an error
- * naming it and where it was set. A name that cannot be a key at all
+ * transport's (<transport>_<rest>, as ucx_window): its value is kept, and
+ * checked at engram_context_create by the transport its name names, where
+ * a key that transport does not declare is an error naming it and where it
+ * was set. A name that cannot be a key at all
  * (ENGRAM_lower, "Bad-Name" in the file) is an error here. */
 ENGRAM_API engram_status_t engram_config_create(engram_config_t **out);
 ENGRAM_API void engram_config_destroy(engram_config_t *cfg);

@@ -34,9 +34,9 @@ int main(void)
     CHECK(engram_mlx5dv_ops.available(g, &why) == listed);
     engram_config_t *cfg = NULL;
     CHECK_OK(engram_config_create(&cfg));
-    CHECK_OK(engram_config_set(cfg, "mlx5_device", "mlx5_no_such_device"));
+    CHECK_OK(engram_config_set(cfg, "mlx5dv_device", "mlx5_no_such_device"));
     char buf[64];
-    CHECK_OK(engram_config_get(cfg, "mlx5_device", buf, sizeof(buf)));
+    CHECK_OK(engram_config_get(cfg, "mlx5dv_device", buf, sizeof(buf)));
     CHECK(strcmp(buf, "mlx5_no_such_device") == 0);
     const engram_transport_ops_t *ops = NULL;
     if (!listed) {

@@ -2,7 +2,7 @@
  * (4 ranks on this host; bf16 and fp8+scales, direct and hybrid 2x2).
  * Without a device it prints that it did not run and exits 77, which is
  * not a pass: the test is tagged "hardware" and left out of the default
- * run. Device: config mlx5_device (ENGRAM_MLX5_DEVICE), default the first. */
+ * run. Device: config mlx5dv_device (ENGRAM_MLX5DV_DEVICE), default the first. */
 #include <stdio.h>
 
 #include "hal/registry.h"

@@ -63,7 +63,7 @@ typedef struct engram_mlx5_ring_ops {
     const char *name;
     /* false with *why ("no mlx5 device") when it cannot run here. */
     bool (*available)(const char **why);
-    /* device: the mlx5_device key; "" or NULL = the first mlx5 device. */
+    /* device: the mlx5dv_device key; "" or NULL = the first mlx5 device. */
     engram_status_t (*open)(const char *device, int rank, engram_mlx5_dev_t **out);
     void (*close)(engram_mlx5_dev_t *dev);
     /* The initiator depth the device allows per QP (max_qp_init_rd_atom). */

@@ -1,5 +1,5 @@
 /* The rings of a real ConnectX NIC through rdma-core: device open by name
- * (config mlx5_device, empty = the first mlx5 device), PD, memory
+ * (config mlx5dv_device, empty = the first mlx5 device), PD, memory
  * registration, RC QPs taken INIT -> RTR -> RTS, and mlx5dv_init_obj to
  * hand the send queue, doorbell record, BlueFlame register and CQ buffer
  * to the data path. Port 1; RoCE peers are addressed by their first
@@ -94,7 +94,7 @@ static engram_status_t verbs_open(const char *want, int rank, engram_mlx5_dev_t 
     if (dev == NULL || d == NULL) {
         st = d == NULL ? ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "mlx5dv open: out of memory")
                        : ENGRAM_ERROR(ENGRAM_ERR_NOT_FOUND, "mlx5dv: no mlx5 device%s%s%s", want[0] ? " named '" : "",
-                                      want, want[0] ? "' (config mlx5_device)" : "");
+                                      want, want[0] ? "' (config mlx5dv_device)" : "");
         goto free_list;
     }
     snprintf(d->name, sizeof(d->name), "%s", ibv_get_device_name(dev));

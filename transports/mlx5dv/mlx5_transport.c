@@ -122,7 +122,7 @@ static void transport_free(engram_transport_t *t)
 
 /* The keys mlx5dv declares (read through the view at open). */
 static const engram_config_key_decl_t mlx5_keys[] = {
-    {"mlx5_device", ENGRAM_CONFIG_STRING, "", "an RDMA device name (mlx5_0, ...)",
+    {"mlx5dv_device", ENGRAM_CONFIG_STRING, "", "an RDMA device name (mlx5_0, ...)",
      "the device to open; empty = the first mlx5 device"},
 };
 
@@ -139,7 +139,7 @@ static engram_status_t read_config(const engram_config_view_t *cfg, int64_t *mod
     if (st == ENGRAM_OK)
         st = cfg->get_int(cfg, "timeout_ms", timeout_ms);
     if (st == ENGRAM_OK)
-        st = cfg->get_string(cfg, "mlx5_device", device);
+        st = cfg->get_string(cfg, "mlx5dv_device", device);
     return st;
 }
 

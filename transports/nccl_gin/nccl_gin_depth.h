@@ -9,7 +9,7 @@
 enum { ENGRAM_NCCL_GIN_TYPE_PROXY = 2 };
 
 /* gin_type: the communicator's ncclGinType_t; configured: the
- * gin_queue_depth key (0 = NCCL's default); proxy_env, gdaki_env: the
+ * nccl_gin_queue_depth key (0 = NCCL's default); proxy_env, gdaki_env: the
  * values of NCCL_GIN_PROXY_QUEUE_SIZE and NCCL_GIN_GDAKI_QP_DEPTH (NULL
  * when unset). Proxy mode: NCCL_GIN_PROXY_QUEUE_SIZE when it is a power of
  * two up to 256, else 256 (32 requests x the 8 receives of NCCL's IB proxy

@@ -152,7 +152,8 @@ static void nccl_gin_describe(const engram_transport_t *t, char *buf, size_t len
 
 /* The keys nccl_gin declares (read through the view at open). */
 static const engram_config_key_decl_t nccl_gin_keys[] = {
-    {"gin_queue_depth", ENGRAM_CONFIG_INT, "0", "0..65536", "GIN queue depth per context and peer; 0 = NCCL's default"},
+    {"nccl_gin_queue_depth", ENGRAM_CONFIG_INT, "0", "0..65536",
+     "GIN queue depth per context and peer; 0 = NCCL's default"},
 };
 
 static engram_status_t nccl_gin_open(engram_group_t *group, const engram_config_view_t *cfg,
@@ -161,7 +162,7 @@ static engram_status_t nccl_gin_open(engram_group_t *group, const engram_config_
     int64_t mode, queue_depth;
     engram_status_t st = cfg->get_int(cfg, "mode", &mode);
     if (st == ENGRAM_OK)
-        st = cfg->get_int(cfg, "gin_queue_depth", &queue_depth);
+        st = cfg->get_int(cfg, "nccl_gin_queue_depth", &queue_depth);
     if (st != ENGRAM_OK)
         return st;
     engram_transport_t *t = calloc(1, sizeof(*t));

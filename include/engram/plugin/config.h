@@ -21,8 +21,9 @@ typedef enum engram_config_type {
     ENGRAM_CONFIG_PATHS = 3,  /* ':'-separated absolute directories */
 } engram_config_type_t;
 
-/* One key: name is [a-z0-9_], at most ENGRAM_CONFIG_NAME_MAX characters; its
- * variable is ENGRAM_<NAME upper-cased>, its file key the name itself. */
+/* One key: name is [a-z0-9_], at most ENGRAM_CONFIG_NAME_MAX characters,
+ * the transport's name, '_' and the rest (ucx_window); its variable is
+ * ENGRAM_<NAME upper-cased>, its file key the name itself. */
 #define ENGRAM_CONFIG_NAME_MAX 48
 typedef struct engram_config_key_decl {
     const char *name;

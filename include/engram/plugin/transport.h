@@ -223,10 +223,12 @@ typedef struct engram_transport_ops {
      * a GPU-initiated backend (ENGRAM_CAP_GPU_INITIATED; engram/plugin/gpu_launcher.h). */
     const struct engram_gpu_launcher_ops *gpu_launcher;
     /* Optional, may be NULL (check ops->size first): the configuration keys
-     * this transport declares (its own, never a core key). Their values
+     * this transport declares, each named <name>_<rest> after ops->name
+     * (the loader refuses a plugin with any other). Their values
      * come from ENGRAM_<KEY>, the config file and engram_config_set like
-     * the core keys', are checked against this table when the transports
-     * are found, and are read at open through the view. */
+     * the core keys', are checked against this table when a context is
+     * created (a key loads only the transport it names), and are read at
+     * open through the view. */
     const engram_config_key_decl_t *config_keys;
     int num_config_keys;
 } engram_transport_ops_t;
