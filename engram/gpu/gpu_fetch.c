@@ -172,14 +172,14 @@ static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int
             .hot = g->hot != NULL ? g->hot->dev : (engram_hot_hash_t){0},
             .hot_rows = g->hot != NULL ? g->hot->rows_dev : NULL,
         };
-        ce = (cudaError_t)engram_gpu_dedup_before(g, slot, &a, stream);
+        ce = (cudaError_t)engram_gpu_dedup_before(g->dedup, g->blocks, slot, &a, stream);
         /* The gather kernel is the fetch's last GPU work: it signals. */
         if (!capturing && g->launch == NULL && g->remote == NULL && a.first == NULL)
             a.seq = ++g->last_seq;
         if (ce == cudaSuccess)
             ce = (cudaError_t)engram_gpu_gather_launch(&a, g->blocks, stream);
         if (ce == cudaSuccess)
-            ce = (cudaError_t)engram_gpu_dedup_after(g, &a, stream);
+            ce = (cudaError_t)engram_gpu_dedup_after(&a, g->blocks, stream);
         if (ce != cudaSuccess) {
             engram_status_t st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "engram_fetch_on_stream: kernel launch: %s",
                                               cudaGetErrorString(ce));

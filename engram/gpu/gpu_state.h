@@ -10,6 +10,7 @@
 typedef struct engram_gpu_remote engram_gpu_remote_t; /* gpu_remote.c */
 typedef struct engram_gpu_host engram_gpu_host_t;     /* gpu_host_gather.c */
 typedef struct engram_gpu_hot engram_gpu_hot_t;       /* hot_cache.h */
+typedef struct engram_gpu_dedup engram_gpu_dedup_t;   /* gpu_dedup.h */
 
 typedef struct engram_gpu_table {
     int device;
@@ -58,10 +59,7 @@ typedef struct engram_gpu_table {
     void **wait_stream;
     bool *wait_pending;
     const char *local_span; /* the gather kernel's shard of routed peer first_peer */
-    /* dedup=on (gpu_dedup.h): [slots][dd_cap] marking tables, then
-     * [slots][dd_rows] first positions, in one GPU allocation */
-    uint32_t *dd_table, *dd_first;
-    uint64_t dd_cap, dd_rows;
+    engram_gpu_dedup_t *dedup;    /* dedup=on beside the UVA kernel (gpu_dedup.h); NULL: none */
     engram_gpu_hot_t *hot;        /* the hot-row cache; NULL without one */
 } engram_gpu_table_t;
 

@@ -76,9 +76,11 @@ static engram_status_t alloc_cuda(engram_table_t *t, engram_gpu_table_t *g)
     if (ce != cudaSuccess)
         return cuda_error("allocating the bad-index reports (host-mapped)", ce);
     memset(g->bad, 0, reports); /* no report holds a seq yet */
-    st = g->host_path ? ENGRAM_OK : engram_gpu_dedup_alloc(t, g);
-    if (st != ENGRAM_OK)
-        return st;
+    if (t->ctx->cfg.dedup == ENGRAM_DEDUP_ON && !g->host_path) {
+        st = engram_gpu_dedup_alloc(t, &g->dedup);
+        if (st != ENGRAM_OK)
+            return st;
+    }
     g->done = calloc((size_t)t->num_slots, sizeof(*g->done));
     g->slot_seq = calloc((size_t)t->num_slots, sizeof(*g->slot_seq));
     g->slot_report = malloc((size_t)t->num_slots * sizeof(*g->slot_report));
@@ -276,7 +278,7 @@ static void free_gpu(engram_table_t *t, engram_gpu_table_t *g)
     free(g->slot_stream);
     cudaFreeHost(g->bad);
     engram_released_fini(&g->released);
-    engram_gpu_dedup_free(g);
+    engram_gpu_dedup_free(g->dedup);
     cudaFree(g->scales);
     cudaFree(g->scales_out);
     /* The parts go before the reservation they sit in. */
