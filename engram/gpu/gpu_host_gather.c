@@ -1,6 +1,6 @@
 /* GPU tables on the host-gather path (design in gpu_host_gather.h and
- * host_gather.h): CUDA's stream operations for the pool's jobs, and the
- * table's host span, pool and per-slot pinned buffers. */
+ * host_gather.h): the table's host span, pool and per-slot pinned buffers
+ * (CUDA's stream operations in gpu_host_gather_stream.c). */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +9,6 @@
 #include "engram/gpu/host_gather.h"
 #include "engram/gpu/hot_cache.h"
 #include "hal/log.h"
-#include "memory/cuda_driver.h"
 #include "memory/host_segment.h"
 #include "engram/plugin/segment.h"
 
@@ -37,81 +36,6 @@ struct engram_gpu_host {
     cudaStream_t *copy_streams;     /* [slots]: each job's copy stream */
     uint32_t max_chunks;
     uint32_t *scales;               /* the replicated scales, host copy */
-};
-
-/* ---- CUDA's stream operations ---- */
-static const char *cuda_write(void *stream, void *flag_dev, uint32_t value)
-{
-    CUresult r = engram_cu.cuStreamWriteValue32((CUstream)stream, (CUdeviceptr)(uintptr_t)flag_dev, value,
-                                                CU_STREAM_WRITE_VALUE_DEFAULT);
-    return r == CUDA_SUCCESS ? NULL : engram_cu_str(r);
-}
-
-static const char *cuda_wait_geq(void *stream, const void *flag_dev, uint32_t value)
-{
-    CUresult r = engram_cu.cuStreamWaitValue32((CUstream)stream, (CUdeviceptr)(uintptr_t)flag_dev, value,
-                                               CU_STREAM_WAIT_VALUE_GEQ);
-    return r == CUDA_SUCCESS ? NULL : engram_cu_str(r);
-}
-
-static const char *cuda_copy(void *stream, void *dst, const void *src, size_t bytes)
-{
-    cudaError_t ce = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
-    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
-}
-
-/* The cache's kernels run on the table's SMs (gpu_sms: every SM by
- * default) at most, as many blocks as their rows need: short, and many
- * loads in flight hide the index's latency. */
-static const char *cuda_probe(void *stream, const void *cache_dev, const int64_t *indices, uint32_t num_rows,
-                              uint32_t *slots_dev, uint32_t *hit_mask)
-{
-    const engram_gpu_hot_t *hot = cache_dev;
-    cudaError_t ce = (cudaError_t)engram_gpu_hot_probe_launch(&hot->dev, indices, num_rows, slots_dev, hit_mask,
-                                                              hot->blocks, stream);
-    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
-}
-
-static const char *cuda_hits(void *stream, const void *cache_dev, const uint32_t *slots_dev, uint32_t num_rows,
-                             uint32_t row_bytes, char *rows_dst)
-{
-    const engram_gpu_hot_t *hot = cache_dev;
-    cudaError_t ce = (cudaError_t)engram_gpu_hot_hits_launch(hot->rows_dev, slots_dev, num_rows, row_bytes, rows_dst,
-                                                             hot->blocks, stream);
-    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
-}
-
-/* Pool threads start on no device: each call names the cache's. */
-static const char *cuda_bind(const void *cache_dev)
-{
-    cudaError_t ce = cudaSetDevice(((const engram_gpu_hot_t *)cache_dev)->device);
-    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
-}
-
-static const char *cuda_place(void *stream, const void *cache_dev, const char *staged, const uint32_t *dst_rows,
-                              uint32_t count, uint32_t row_bytes, char *rows_dst)
-{
-    const engram_gpu_hot_t *hot = cache_dev;
-    cudaError_t ce = (cudaError_t)engram_gpu_place_launch(staged, dst_rows, count, row_bytes, rows_dst, hot->blocks,
-                                                          stream);
-    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
-}
-
-static const char *cuda_drain(void *stream)
-{
-    cudaError_t ce = cudaStreamSynchronize((cudaStream_t)stream);
-    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
-}
-
-static const engram_gather_stream_ops_t cuda_stream_ops = {
-    .write = cuda_write,
-    .wait_geq = cuda_wait_geq,
-    .copy = cuda_copy,
-    .probe = cuda_probe,
-    .hits = cuda_hits,
-    .bind = cuda_bind,
-    .place = cuda_place,
-    .drain = cuda_drain,
 };
 
 static engram_status_t cuda_error(const char *what, cudaError_t ce)
@@ -212,7 +136,7 @@ static engram_status_t check_stream_waits(engram_gpu_host_t *h)
     cudaError_t ce = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     if (ce != cudaSuccess)
         return cuda_error("creating a stream", ce);
-    const char *err = cuda_wait_geq(s, h->flags_dev, 0);
+    const char *err = engram_gpu_cuda_wait_geq(s, h->flags_dev, 0);
     ce = cudaStreamSynchronize(s);
     cudaStreamDestroy(s);
     if (err != NULL || ce != cudaSuccess)
@@ -428,7 +352,7 @@ engram_status_t engram_gpu_host_gather_fetch(engram_fetch_slot_t *f, int slot, c
     engram_table_t *t = f->table;
     engram_gpu_table_t *g = t->gpu;
     engram_gpu_host_t *h = g->host;
-    engram_status_t st = engram_gather_job_queue(h->jobs[slot], &cuda_stream_ops, stream, indices, f->num_tokens,
+    engram_status_t st = engram_gather_job_queue(h->jobs[slot], &engram_gpu_cuda_stream_ops, stream, indices, f->num_tokens,
                                                  t->params.entries_per_token,
                                                  (f->flags & ENGRAM_FETCH_SCALES_COL_MAJOR) != 0,
                                                  g->hot, f->rows, f->scales_out);
@@ -444,7 +368,7 @@ engram_status_t engram_gpu_host_gather_fetch(engram_fetch_slot_t *f, int slot, c
 engram_status_t engram_gpu_host_gather_join(engram_gpu_table_t *g, int slot, void *stream)
 {
     engram_gpu_host_t *h = g->host;
-    engram_status_t st = engram_gather_job_join(h->jobs[slot], &cuda_stream_ops, stream);
+    engram_status_t st = engram_gather_job_join(h->jobs[slot], &engram_gpu_cuda_stream_ops, stream);
     if (st != ENGRAM_OK) { /* nothing orders the stream after the rows: the host waits for them */
         engram_gather_job_abandon(h->jobs[slot]);
         settle(h, slot);

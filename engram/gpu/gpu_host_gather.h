@@ -8,6 +8,11 @@
 #define ENGRAM_GPU_GPU_HOST_GATHER_H
 
 #include "engram/gpu/gpu_state.h"
+#include "engram/gpu/host_gather.h"
+
+/* CUDA's stream operations, for the pool's jobs (gpu_host_gather_stream.c). */
+extern const engram_gather_stream_ops_t engram_gpu_cuda_stream_ops;
+const char *engram_gpu_cuda_wait_geq(void *stream, const void *flag_dev, uint32_t value);
 
 /* Why a table of this context cannot take the path (NULL: it can): rows
  * of other nodes and GPU-initiated transports stay on the UVA layout. */
