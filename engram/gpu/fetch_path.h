@@ -59,9 +59,11 @@
  * queues its wait at the first test with or without the flag (work queued
  * in between overlaps its gets); remote's rows, lacking STREAM_ORDER, reach
  * the slot only once a test or wait has seen their gets (progress queues
- * their scatter). The event that tells the host a fetch is done is
+ * their scatter). One flag cannot time every path: callers that pass none
+ * see uva's and host_gather's rows from the call, and the launcher's from
+ * their first test. The event that tells the host a fetch is done is
  * recorded behind the last wait, or at the call when none is pending,
- * unless the local path's kernel signals (gpu_fetch.c) or the fetch is
+ * unless the local path's kernel signals (gpu_uva.c) or the fetch is
  * captured (a captured fetch records no event).
  *
  * CUDA-free (engram_gpu_path_require is tested in the CPU tier). */
