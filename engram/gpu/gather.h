@@ -1,5 +1,5 @@
 /* The GPU fetch kernel's arguments and launcher, shared by the C side
- * (gpu_fetch.c) and the CUDA side (gather.cu). */
+ * (gpu_uva.c) and the CUDA side (gather.cu). */
 #ifndef ENGRAM_GPU_GATHER_H
 #define ENGRAM_GPU_GATHER_H
 

@@ -18,14 +18,23 @@
 
 #include "engram/gpu/gpu_state.h"
 
-/* At table create (after the slots): the marking tables when dedup=on;
+/* dedup=on's marking state, beside a local path with
+ * ENGRAM_GPU_CAP_DEDUP (fetch_path.h): [slots][cap] marking tables, then
+ * [slots][rows] first positions, in one GPU allocation. */
+struct engram_gpu_dedup {
+    uint32_t *table, *first;
+    uint64_t cap, rows;
+};
+
+/* At table create (after the slots): the marking tables into *out;
  * sizes overflow-checked. Freed by engram_gpu_dedup_free. */
-engram_status_t engram_gpu_dedup_alloc(engram_table_t *t, engram_gpu_table_t *g);
-void engram_gpu_dedup_free(engram_gpu_table_t *g);
-/* Around the gather launch of a fetch of a->num_rows rows on `stream`:
- * before sets a->first and queues the marking (when dedup=on), after
- * queues the copies. Return the first cudaError_t. */
-int engram_gpu_dedup_before(engram_gpu_table_t *g, int slot, engram_gpu_gather_args_t *a, void *stream);
-int engram_gpu_dedup_after(engram_gpu_table_t *g, const engram_gpu_gather_args_t *a, void *stream);
+engram_status_t engram_gpu_dedup_alloc(engram_table_t *t, engram_gpu_dedup_t **out);
+void engram_gpu_dedup_free(engram_gpu_dedup_t *dd);
+/* Around the gather launch of a fetch of a->num_rows rows on `stream`,
+ * `blocks` blocks: before sets a->first and queues the marking (dd NULL:
+ * nothing), after queues the copies. Return the first cudaError_t. */
+int engram_gpu_dedup_before(const engram_gpu_dedup_t *dd, int blocks, int slot, engram_gpu_gather_args_t *a,
+                            void *stream);
+int engram_gpu_dedup_after(const engram_gpu_gather_args_t *a, int blocks, void *stream);
 
 #endif

@@ -1,32 +1,25 @@
-/* GPU fetch: one kernel launch on the caller's stream; test/wait see it
- * complete and fold the blocks' bad-index tallies. When that kernel is the
- * fetch's only GPU work, it signals completion itself (every block stores
- * the fetch's seq into its host-mapped report): nothing is queued between
- * two fetches' kernels, so programmatic dependent launch chains them and
- * a fetch stream keeps its SMs beside a GEMM (with an event record between
- * them, each fetch's blocks waited for GEMM blocks to retire: 0.43 -> 0.82
- * of a contiguous H2D copy at 512 x 24 beside 8192^3 GEMMs on an H200,
- * docs/BENCHMARKS.md). Otherwise (dedup's copy kernel follows, rows of
- * other nodes, a GPU-initiated launcher, graph capture) an event is
- * recorded behind the last work. On more than one node, rows of other
- * nodes come through the host transport (gpu_remote.h) and the event moves
- * behind their scatter.
+/* GPU fetch: the driver of a table's paths (fetch_path.h). A fetch issues
+ * the other-nodes path, then the local path, on the caller's stream, and
+ * queues the waits due at the call (the ordering rule in fetch_path.h);
+ * test/wait run the paths' host-side progress, queue the waits still
+ * pending, ask the GPU whether the fetch is done, then fold the paths'
+ * outcomes.
  *
- * With a GPU-initiated transport (fetch launcher) the launcher's issue
- * kernel goes first, so its gets fly while the gather kernel loads the
- * local rows, gathers the scales and applies the bad-index rule; the
- * launcher's wait is queued on the stream by the first test/wait, so work
- * the caller queues in between overlaps the transfer. The host-gather path
- * joins its copies to the stream at the call, or with
- * ENGRAM_FETCH_ORDER_AT_WAIT as late as that (gpu_host_gather.h). */
+ * Completion: when the local path's kernel is the fetch's only GPU work it
+ * signals completion itself (every block stores the fetch's seq into its
+ * host-mapped report, gather.h): nothing is queued between two fetches'
+ * kernels, so programmatic dependent launch chains them and a fetch stream
+ * keeps its SMs beside a GEMM (with an event record between them, each
+ * fetch's blocks waited for GEMM blocks to retire: 0.43 -> 0.82 of a
+ * contiguous H2D copy at 512 x 24 beside 8192^3 GEMMs on an H200,
+ * docs/BENCHMARKS.md). Otherwise (dedup's copy kernel follows, an
+ * other-nodes path, host_gather's copies) an event is recorded behind the
+ * last work: at the call, or behind the last wait; a captured fetch
+ * records none (issue() says why). */
 #include "engram/fetch_handle.h"
-#include "engram/gpu/gpu_dedup.h"
 #include "engram/gpu/gpu_fetch.h"
-#include "engram/gpu/gpu_host_gather.h"
-#include "engram/gpu/gpu_remote.h"
 #include "engram/gpu/gpu_state.h"
 #include "engram/gpu/gpu_table.h"
-#include "engram/gpu/hot_cache.h"
 #include "hal/log.h"
 
 static engram_status_t check_args(const engram_table_t *t, const int64_t *indices, uint32_t num_tokens,
@@ -48,31 +41,6 @@ static engram_status_t check_args(const engram_table_t *t, const int64_t *indice
     return ENGRAM_OK;
 }
 
-static engram_status_t issue_launcher(engram_fetch_slot_t *f, engram_gpu_table_t *g, int slot, const int64_t *indices,
-                                      void *stream)
-{
-    const engram_table_t *t = f->table;
-    engram_gpu_issue_t is = {
-        .size = sizeof(is),
-        .shape = &t->shape,
-        .indices = indices,
-        .num_tokens = f->num_tokens,
-        .entries_per_token = t->params.entries_per_token,
-        .row_bytes = t->params.row_bytes,
-        .rows_off = (uint64_t)((char *)f->rows - g->base), /* the span begins with the receive region */
-        .first_local_peer = g->first_peer,
-        .local_peers = g->local_peers,
-        .flush_depth = t->ctx->flush_depth,
-        .first_queue = f->first_queue,
-        .num_queues = f->num_queues,
-        .slot = slot,
-    };
-    engram_status_t st = g->launcher->issue(g->launch, &is, stream);
-    g->wait_pending[slot] = st == ENGRAM_OK;
-    g->wait_stream[slot] = stream;
-    return st;
-}
-
 /* The table's device made current while work is queued on a caller's
  * stream (a launch needs the stream's device current; the caller's may be
  * another GPU's): the caller's device to restore, or -1 when it was the
@@ -91,120 +59,105 @@ static void device_leave(int previous)
         (void)cudaSetDevice(previous);
 }
 
-/* Queues the launcher's wait (or the host-gather join) and, unless the
- * stream is being captured, the slot's event behind it; the table's
- * device is current. */
-static engram_status_t queue_wait_here(engram_gpu_table_t *g, int slot, bool captured)
+/* Queues the pending waits of the paths in `which` (bits by path) and,
+ * unless the stream is being captured, the slot's event behind the last
+ * wait once none is pending; the table's device is current. */
+static engram_status_t queue_waits_here(engram_gpu_table_t *g, int slot, bool captured, unsigned which)
 {
-    g->wait_pending[slot] = false;
-    engram_status_t st = g->host != NULL ? engram_gpu_host_gather_join(g, slot, g->wait_stream[slot])
-                                         : g->launcher->wait(g->launch, slot, g->wait_stream[slot]);
+    void *stream = g->slot_stream[slot];
+    engram_status_t st = ENGRAM_OK;
+    for (int p = 0; p < ENGRAM_GPU_NUM_PATHS; p++) {
+        const unsigned bit = 1u << p;
+        if (!(which & g->wait_pending[slot] & bit))
+            continue;
+        g->wait_pending[slot] &= (uint8_t)~bit;
+        engram_status_t ws = g->path[p].ops->queue_wait(g->path[p].state, slot, stream);
+        if (st == ENGRAM_OK)
+            st = ws;
+    }
     if (captured)
-        return st; /* no event: see launch() */
-    cudaError_t ce = cudaEventRecord(g->done[slot], (cudaStream_t)g->wait_stream[slot]);
-    if (st == ENGRAM_OK && ce != cudaSuccess)
-        st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "GPU fetch: recording the event behind the wait: %s",
-                          cudaGetErrorString(ce));
+        return st; /* no event: see issue() */
+    if (g->wait_pending[slot] == 0) {
+        cudaError_t ce = cudaEventRecord(g->done[slot], (cudaStream_t)stream);
+        if (st == ENGRAM_OK && ce != cudaSuccess)
+            st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "GPU fetch: recording the event behind the wait: %s",
+                              cudaGetErrorString(ce));
+    }
     if (st != ENGRAM_OK)
-        cudaStreamSynchronize((cudaStream_t)g->wait_stream[slot]);
+        cudaStreamSynchronize((cudaStream_t)stream);
     return st;
 }
 
-/* queue_wait_here for a fetch not captured, from a call that has not made
- * the table's device current (test, wait, engram_fetch_buffers). */
-static engram_status_t queue_wait(engram_gpu_table_t *g, int slot)
+/* queue_waits_here for every pending wait of a fetch not captured, from a
+ * call that has not made the table's device current (test, wait,
+ * engram_fetch_buffers, engram_fetch_release_ordered). */
+static engram_status_t queue_waits(engram_gpu_table_t *g, int slot)
 {
     int previous = device_enter(g);
-    engram_status_t st = queue_wait_here(g, slot, false);
+    engram_status_t st = queue_waits_here(g, slot, false, ~0u);
     device_leave(previous);
     return st;
 }
 
-static engram_status_t launch(engram_fetch_slot_t *f, engram_gpu_table_t *g, int slot, const int64_t *indices,
-                              void *stream, bool capturing)
+/* The paths whose wait the ordering rule (fetch_path.h) queues at the
+ * call: every one under capture, as no later host call would; else those
+ * with ORDER_AT_CALL unless the caller asked ENGRAM_FETCH_ORDER_AT_WAIT. */
+static unsigned waits_at_call(const engram_gpu_table_t *g, const engram_gpu_fetch_t *fx)
 {
-    const engram_table_t *t = f->table;
-    cudaError_t ce = cudaSuccess;
+    unsigned due = 0;
+    for (int p = 0; p < ENGRAM_GPU_NUM_PATHS; p++) {
+        const engram_gpu_path_ops_t *ops = g->path[p].ops;
+        if (ops != NULL && (fx->captured || ((ops->caps & ENGRAM_GPU_CAP_ORDER_AT_CALL) &&
+                                             !(fx->f->flags & ENGRAM_FETCH_ORDER_AT_WAIT))))
+            due |= 1u << p;
+    }
+    return due;
+}
+
+/* Issues the paths in issue order, then what the ordering rule queues at
+ * the call, then the slot's event where one tells completion. */
+static engram_status_t issue(engram_gpu_table_t *g, const engram_gpu_fetch_t *fx)
+{
+    const int slot = fx->slot;
     g->slot_seq[slot] = 0; /* the event tells completion unless the kernel signals */
-    g->slot_stream[slot] = stream;
-    if (g->host != NULL) {
-        engram_status_t st = engram_gpu_host_gather_fetch(f, slot, indices, stream);
-        g->wait_pending[slot] = st == ENGRAM_OK;
-        g->wait_stream[slot] = stream;
-        if (st == ENGRAM_OK && !(f->flags & ENGRAM_FETCH_ORDER_AT_WAIT))
-            st = queue_wait_here(g, slot, false); /* the rows in the stream's order from here */
+    g->slot_stream[slot] = fx->stream;
+    g->wait_pending[slot] = 0;
+    for (int p = 0; p < ENGRAM_GPU_NUM_PATHS; p++) {
+        const engram_gpu_path_t *path = &g->path[p];
+        if (path->ops == NULL)
+            continue;
+        bool wait_due = false;
+        engram_status_t st = path->ops->issue(path->state, g, fx, &wait_due);
+        if (wait_due)
+            g->wait_pending[slot] |= (uint8_t)(1u << p);
+        if (st == ENGRAM_OK)
+            continue;
+        if (p == ENGRAM_GPU_PATH_LOCAL) {
+            /* The other path's gets write into the slot: done before it is
+             * free; then nothing of the fetch is in flight. */
+            if (g->wait_pending[slot] != 0)
+                (void)queue_waits_here(g, slot, fx->captured, ~0u);
+            cudaStreamSynchronize((cudaStream_t)fx->stream);
+        }
         return st;
     }
-    /* a report entry of its own, so the slot may be taken again before the
-     * host reads it (gpu_released.c); a graph's replays report to the sink */
-    g->slot_report[slot] = capturing ? ENGRAM_RELEASED_NO_REPORT : engram_released_take_report(&g->released);
-    if (g->launch != NULL)
-        g->wait_pending[slot] = false;
-    if (f->num_tokens > 0 && g->launch != NULL) {
-        engram_status_t st = issue_launcher(f, g, slot, indices, stream);
-        if (st != ENGRAM_OK)
-            return st;
-    }
-    if (f->num_tokens > 0) {
-        if (g->remote != NULL) {
-            engram_status_t st = engram_gpu_remote_copy_indices(f, slot, indices, stream);
-            if (st != ENGRAM_OK)
-                return st;
-        }
-        engram_gpu_gather_args_t a = {
-            .shape = t->shape,
-            .indices = indices,
-            .span = g->local_span,
-            .peer_stride = g->peer_stride,
-            .first_peer = g->first_peer,
-            .local_peers = g->local_peers,
-            .rows = f->rows,
-            .row_bytes = t->params.row_bytes,
-            .num_rows = f->num_tokens * t->params.entries_per_token,
-            .entries_per_token = t->params.entries_per_token,
-            .num_tokens = f->num_tokens,
-            .scales = g->scales,
-            .scales_out = f->scales_out,
-            .packs = t->params.scale_packs,
-            .col_major = (f->flags & ENGRAM_FETCH_SCALES_COL_MAJOR) != 0,
-            .bad = engram_gpu_report(g, g->slot_report[slot]),
-            .speculate = !capturing,
-            .hot = g->hot != NULL ? g->hot->dev : (engram_hot_hash_t){0},
-            .hot_rows = g->hot != NULL ? g->hot->rows_dev : NULL,
-        };
-        ce = (cudaError_t)engram_gpu_dedup_before(g, slot, &a, stream);
-        /* The gather kernel is the fetch's last GPU work: it signals. */
-        if (!capturing && g->launch == NULL && g->remote == NULL && a.first == NULL)
-            a.seq = ++g->last_seq;
-        if (ce == cudaSuccess)
-            ce = (cudaError_t)engram_gpu_gather_launch(&a, g->blocks, stream);
-        if (ce == cudaSuccess)
-            ce = (cudaError_t)engram_gpu_dedup_after(g, &a, stream);
-        if (ce != cudaSuccess) {
-            engram_status_t st = ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "engram_fetch_on_stream: kernel launch: %s",
-                                              cudaGetErrorString(ce));
-            /* The launcher's gets write into the slot: done before it is free. */
-            if (g->launch != NULL && g->wait_pending[slot])
-                (void)queue_wait_here(g, slot, capturing);
-            cudaStreamSynchronize((cudaStream_t)stream);
-            return st;
-        }
-        g->slot_seq[slot] = a.seq;
-        if (a.seq != 0)
-            return ENGRAM_OK;
-    }
-    if (g->launch != NULL && g->wait_pending[slot])
-        return ENGRAM_OK; /* the event follows the launcher's wait (queue_wait_here) */
+    const unsigned due = waits_at_call(g, fx) & g->wait_pending[slot];
+    if (due != 0)
+        return queue_waits_here(g, slot, fx->captured, due); /* the rows in the stream's order from here */
+    if (g->slot_seq[slot] != 0)
+        return ENGRAM_OK; /* the local path's kernel signals */
+    if (g->wait_pending[slot] != 0)
+        return ENGRAM_OK; /* the event follows the last wait (queue_waits_here) */
     /* A captured fetch's event would never be queried (the replays do the
      * work, the host waits for nothing), and an event last recorded into a
      * graph is one CUDA refuses to query: a later fetch in the slot, tested
      * for a fault, would fail with "invalid argument". */
-    if (capturing)
+    if (fx->captured)
         return ENGRAM_OK;
-    ce = cudaEventRecord(g->done[slot], (cudaStream_t)stream);
+    cudaError_t ce = cudaEventRecord(g->done[slot], (cudaStream_t)fx->stream);
     if (ce != cudaSuccess) {
         /* Without the event nothing tells when the slot is free again. */
-        cudaStreamSynchronize((cudaStream_t)stream);
+        cudaStreamSynchronize((cudaStream_t)fx->stream);
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "engram_fetch_on_stream: recording the event: %s",
                             cudaGetErrorString(ce));
     }
@@ -219,18 +172,17 @@ static engram_status_t fetch_here(engram_table_t *t, const int64_t *indices, uin
     enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing((cudaStream_t)stream, &capture) != cudaSuccess)
         capture = cudaStreamCaptureStatusNone;
-    if (capture != cudaStreamCaptureStatusNone && g->host != NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
-                            "engram_fetch_on_stream: stream is capturing a CUDA graph, but this table's rows come "
-                            "by gpu_path=host_gather, whose host threads are handed each fetch by the host (a graph "
-                            "replays none of that); create tables fetched in graphs with gpu_path=uva");
-    if (capture != cudaStreamCaptureStatusNone && g->remote != NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
-                            "engram_fetch_on_stream: stream is capturing a CUDA graph, but rows of other nodes "
-                            "come through the host transport (routed on the host, which a graph cannot replay)");
+    const bool capturing = capture != cudaStreamCaptureStatusNone;
+    if (capturing) {
+        engram_status_t st = engram_gpu_path_require(g->path, ENGRAM_GPU_NUM_PATHS, ENGRAM_GPU_CAP_CAPTURE,
+                                                     "engram_fetch_on_stream",
+                                                     "a fetch on a stream capturing a CUDA graph", NULL);
+        if (st != ENGRAM_OK)
+            return st;
+    }
     /* Reclaiming a retired slot queries its event, which capture forbids. */
     int retired = atomic_load(&t->retired_slots);
-    if (capture != cudaStreamCaptureStatusNone && retired > 0)
+    if (capturing && retired > 0)
         return ENGRAM_ERROR(ENGRAM_ERR_STATE, "engram_fetch_on_stream: stream is capturing a CUDA graph, but %d "
                                               "receive slots are retired by timed-out fetches; fetch once outside "
                                               "the capture (a warm-up) to reclaim them", retired);
@@ -238,10 +190,10 @@ static engram_status_t fetch_here(engram_table_t *t, const int64_t *indices, uin
      * taken at once (CUDA orders this fetch after it); under capture only
      * a free one (a graph's replays may run after later fetches). */
     engram_fetch_slot_t *f = engram_fetch_begin(t, 0, t->ctx->num_queues, num_tokens, flags);
-    if (f == NULL && capture == cudaStreamCaptureStatusNone)
+    if (f == NULL && !capturing)
         f = engram_gpu_take_ordered(t, stream, num_tokens, flags);
     /* then slots of other streams' fetches seen complete now */
-    if (f == NULL && g->released.pending > 0 && capture == cudaStreamCaptureStatusNone) {
+    if (f == NULL && g->released.pending > 0 && !capturing) {
         (void)engram_gpu_released_running(t);
         f = engram_fetch_begin(t, 0, t->ctx->num_queues, num_tokens, flags);
     }
@@ -255,27 +207,38 @@ static engram_status_t fetch_here(engram_table_t *t, const int64_t *indices, uin
                             "held by fetches released in stream order on %s, still running; "
                             "engram_table_poll_released with wait waits for them",
                             t->num_slots, ordered,
-                            capture != cudaStreamCaptureStatusNone ? "streams (taken under capture only once free)"
-                                                                   : "other streams");
+                            capturing ? "streams (taken under capture only once free)" : "other streams");
     }
     int slot = (int)(f - t->slots);
-    f->status = launch(f, g, slot, indices, stream, capture != cudaStreamCaptureStatusNone);
-    if (capture != cudaStreamCaptureStatusNone) {
+    const engram_gpu_fetch_t fx = {
+        .f = f,
+        .slot = slot,
+        .indices = indices,
+        .stream = stream,
+        .captured = capturing,
+        .may_signal = !capturing && g->path[ENGRAM_GPU_PATH_OTHER].ops == NULL,
+    };
+    f->status = issue(g, &fx);
+    if (capturing) {
         /* Captured: the graph's replays do the work, not this call, so the
          * host has nothing to wait for (no event is recorded for it: test,
-         * wait and release query none). The launcher's wait is captured
-         * now, as no later host call would be. Bad indices of replays are
+         * wait and release query none). Every wait was captured at the
+         * call, as no later host call would be. Bad indices of replays are
          * zero-filled rows with no report. */
-        if (f->status == ENGRAM_OK && g->launch != NULL && g->wait_pending[slot])
-            f->status = queue_wait_here(g, slot, true);
         f->completed = true;
         f->captured = true;
         *out = engram_handle_of(f);
         return ENGRAM_OK;
     }
     f->completed = f->status != ENGRAM_OK; /* nothing in flight after a failed launch */
-    if (!f->completed && g->remote != NULL)
-        f->status = engram_gpu_remote_issue(f, slot);
+    for (int p = 0; !f->completed && p < ENGRAM_GPU_NUM_PATHS; p++) {
+        const engram_gpu_path_t *path = &g->path[p];
+        if (path->ops == NULL || path->ops->issue_host == NULL)
+            continue;
+        engram_status_t st = path->ops->issue_host(path->state, g, f, slot);
+        if (f->status == ENGRAM_OK)
+            f->status = st;
+    }
     *out = engram_handle_of(f);
     return ENGRAM_OK;
 }
@@ -351,7 +314,7 @@ engram_status_t engram_gpu_fetch_order(engram_fetch_slot_t *f)
     int slot = (int)(f - t->slots);
     if (f->completed || !g->wait_pending[slot])
         return ENGRAM_OK;
-    engram_status_t st = queue_wait(g, slot);
+    engram_status_t st = queue_waits(g, slot);
     if (st != ENGRAM_OK) {
         f->completed = true;
         f->status = st;
@@ -366,8 +329,12 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
     engram_table_t *t = f->table;
     engram_gpu_table_t *g = t->gpu;
     int slot = (int)(f - t->slots);
-    if (g->remote != NULL && engram_gpu_remote_test(f, slot) == ENGRAM_INPROGRESS)
-        return ENGRAM_INPROGRESS;
+    for (int p = 0; p < ENGRAM_GPU_NUM_PATHS; p++) {
+        const engram_gpu_path_t *path = &g->path[p];
+        if (path->ops != NULL && path->ops->progress != NULL &&
+            path->ops->progress(path->state, g, f, slot) == ENGRAM_INPROGRESS)
+            return ENGRAM_INPROGRESS;
+    }
     engram_status_t st = engram_gpu_fetch_order(f);
     if (st != ENGRAM_OK)
         return st;
@@ -380,18 +347,21 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
         f->polled = true;
         return ENGRAM_INPROGRESS;
     }
-    if (ce == cudaSuccess && g->host != NULL) {
-        engram_status_t st = engram_gpu_host_gather_test(f, slot);
-        f->completed = st != ENGRAM_INPROGRESS;
-        return st;
-    }
-    f->completed = true;
     if (ce != cudaSuccess) {
-        f->status = ENGRAM_ERROR(ENGRAM_ERR_TRANSPORT, "GPU fetch %s failed: %s",
-                                 g->host != NULL ? "copy" : "kernel", cudaGetErrorString(ce));
+        f->completed = true;
+        f->status = ENGRAM_ERROR(ENGRAM_ERR_TRANSPORT, "GPU fetch %s failed: %s", engram_gpu_local(g)->ops->work,
+                                 cudaGetErrorString(ce));
         return f->status;
     }
-    engram_gpu_report_read(t, g->slot_report[slot], f->num_tokens, &f->bad_count, &f->first_bad_token,
-                           &f->first_bad_entry, &f->cache_hits);
-    return f->status;
+    st = f->status;
+    for (int p = 0; p < ENGRAM_GPU_NUM_PATHS; p++) {
+        const engram_gpu_path_t *path = &g->path[p];
+        if (path->ops == NULL || path->ops->test == NULL)
+            continue;
+        st = path->ops->test(path->state, g, f, slot);
+        if (st == ENGRAM_INPROGRESS)
+            return st;
+    }
+    f->completed = true;
+    return st;
 }

@@ -408,8 +408,10 @@ static bool host_gather_refused(engram_group_t *g, engram_context_t *ctx, const 
                                .entries_per_token = EPT, .max_tokens = MAX_TOKENS, .recv = ENGRAM_RECV_CUDA};
     engram_table_t *t = NULL;
     CHECK_STATUS(engram_table_create(ctx, &p, &t), ENGRAM_ERR_UNSUPPORTED);
-    CHECK(strstr(engram_last_error(), device ? "gpu_path=host_gather: the table is in GPU memory"
-                                             : "gpu_path=host_gather: the group spans nodes") != NULL);
+    CHECK(strstr(engram_last_error(), device ? "gpu_path=host_gather with gpu_table=device: the table's "
+                                               "host_gather path cannot read shards in GPU memory"
+                                             : "the table's host_gather path cannot serve a group that spans "
+                                               "nodes") != NULL);
     CHECK(t == NULL);
     CHECK_OK(engram_context_destroy(ctx));
     return true;
@@ -531,7 +533,7 @@ static void check_capture_refused(harness_t *h, cudaStream_t s)
     engram_fetch_t *f = NULL;
     CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     CHECK_STATUS(engram_fetch_on_stream(h->table, d_idx, 1, 0, s, &f), ENGRAM_ERR_UNSUPPORTED);
-    CHECK(strstr(engram_last_error(), "gpu_path=host_gather") != NULL);
+    CHECK(strstr(engram_last_error(), "the table's host_gather path cannot be captured in a CUDA graph") != NULL);
     CUDA_CHECK(cudaStreamEndCapture(s, &graph));
     CUDA_CHECK(cudaGraphDestroy(graph));
     CUDA_CHECK(cudaFree(d_idx));

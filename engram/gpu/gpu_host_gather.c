@@ -1,6 +1,7 @@
-/* GPU tables on the host-gather path (design in gpu_host_gather.h and
- * host_gather.h): CUDA's stream operations for the pool's jobs, and the
- * table's host span, pool and per-slot pinned buffers. */
+/* The host_gather path (fetch_path.h; design in gpu_host_gather.h and
+ * host_gather.h): the table's host span, pool and per-slot pinned buffers,
+ * and each fetch's job (CUDA's stream operations in
+ * gpu_host_gather_stream.c). */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,11 +10,10 @@
 #include "engram/gpu/host_gather.h"
 #include "engram/gpu/hot_cache.h"
 #include "hal/log.h"
-#include "memory/cuda_driver.h"
 #include "memory/host_segment.h"
 #include "engram/plugin/segment.h"
 
-struct engram_gpu_host {
+typedef struct engram_gpu_host {
     engram_segment_span_t span;     /* the node's shards, back to back */
     engram_gather_source_t src;     /* where the jobs (and the cache's loads) find rows in it */
     engram_gather_pool_t *pool;
@@ -37,95 +37,11 @@ struct engram_gpu_host {
     cudaStream_t *copy_streams;     /* [slots]: each job's copy stream */
     uint32_t max_chunks;
     uint32_t *scales;               /* the replicated scales, host copy */
-};
-
-/* ---- CUDA's stream operations ---- */
-static const char *cuda_write(void *stream, void *flag_dev, uint32_t value)
-{
-    CUresult r = engram_cu.cuStreamWriteValue32((CUstream)stream, (CUdeviceptr)(uintptr_t)flag_dev, value,
-                                                CU_STREAM_WRITE_VALUE_DEFAULT);
-    return r == CUDA_SUCCESS ? NULL : engram_cu_str(r);
-}
-
-static const char *cuda_wait_geq(void *stream, const void *flag_dev, uint32_t value)
-{
-    CUresult r = engram_cu.cuStreamWaitValue32((CUstream)stream, (CUdeviceptr)(uintptr_t)flag_dev, value,
-                                               CU_STREAM_WAIT_VALUE_GEQ);
-    return r == CUDA_SUCCESS ? NULL : engram_cu_str(r);
-}
-
-static const char *cuda_copy(void *stream, void *dst, const void *src, size_t bytes)
-{
-    cudaError_t ce = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
-    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
-}
-
-/* The cache's kernels run on the table's SMs (gpu_sms: every SM by
- * default) at most, as many blocks as their rows need: short, and many
- * loads in flight hide the index's latency. */
-static const char *cuda_probe(void *stream, const void *cache_dev, const int64_t *indices, uint32_t num_rows,
-                              uint32_t *slots_dev, uint32_t *hit_mask)
-{
-    const engram_gpu_hot_t *hot = cache_dev;
-    cudaError_t ce = (cudaError_t)engram_gpu_hot_probe_launch(&hot->dev, indices, num_rows, slots_dev, hit_mask,
-                                                              hot->blocks, stream);
-    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
-}
-
-static const char *cuda_hits(void *stream, const void *cache_dev, const uint32_t *slots_dev, uint32_t num_rows,
-                             uint32_t row_bytes, char *rows_dst)
-{
-    const engram_gpu_hot_t *hot = cache_dev;
-    cudaError_t ce = (cudaError_t)engram_gpu_hot_hits_launch(hot->rows_dev, slots_dev, num_rows, row_bytes, rows_dst,
-                                                             hot->blocks, stream);
-    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
-}
-
-/* Pool threads start on no device: each call names the cache's. */
-static const char *cuda_bind(const void *cache_dev)
-{
-    cudaError_t ce = cudaSetDevice(((const engram_gpu_hot_t *)cache_dev)->device);
-    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
-}
-
-static const char *cuda_place(void *stream, const void *cache_dev, const char *staged, const uint32_t *dst_rows,
-                              uint32_t count, uint32_t row_bytes, char *rows_dst)
-{
-    const engram_gpu_hot_t *hot = cache_dev;
-    cudaError_t ce = (cudaError_t)engram_gpu_place_launch(staged, dst_rows, count, row_bytes, rows_dst, hot->blocks,
-                                                          stream);
-    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
-}
-
-static const char *cuda_drain(void *stream)
-{
-    cudaError_t ce = cudaStreamSynchronize((cudaStream_t)stream);
-    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
-}
-
-static const engram_gather_stream_ops_t cuda_stream_ops = {
-    .write = cuda_write,
-    .wait_geq = cuda_wait_geq,
-    .copy = cuda_copy,
-    .probe = cuda_probe,
-    .hits = cuda_hits,
-    .bind = cuda_bind,
-    .place = cuda_place,
-    .drain = cuda_drain,
-};
+} engram_gpu_host_t;
 
 static engram_status_t cuda_error(const char *what, cudaError_t ce)
 {
     return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "GPU table, host_gather: %s: %s", what, cudaGetErrorString(ce));
-}
-
-const char *engram_gpu_host_gather_unsupported(const engram_context_t *ctx)
-{
-    if (engram_context_gpu_launcher(ctx) != NULL)
-        return "the transport fetches through the GPU (a fetch launcher), which reads the UVA layout";
-    if (engram_group_local_size(ctx->group) != engram_group_size(ctx->group))
-        return "the group spans nodes, and rows of other nodes are placed by the UVA layout's scatter";
-    return NULL;
 }
 
 /* The host NUMA node the shard goes to: numa_node when set, else the
@@ -140,7 +56,8 @@ static int shard_node(const engram_context_t *ctx, int device)
     return node;
 }
 
-engram_status_t engram_gpu_host_gather_alloc_shard(engram_table_t *t, engram_gpu_table_t *g)
+/* The shard as a host segment (before the table's shape is filled). */
+static engram_status_t hg_alloc_shard(engram_table_t *t, engram_gpu_table_t *g)
 {
     const engram_context_t *ctx = t->ctx;
     engram_segment_params_t sp = {.size = sizeof(sp), .bytes = t->sizes.shard_bytes,
@@ -212,7 +129,7 @@ static engram_status_t check_stream_waits(engram_gpu_host_t *h)
     cudaError_t ce = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     if (ce != cudaSuccess)
         return cuda_error("creating a stream", ce);
-    const char *err = cuda_wait_geq(s, h->flags_dev, 0);
+    const char *err = engram_gpu_cuda_wait_geq(s, h->flags_dev, 0);
     ce = cudaStreamSynchronize(s);
     cudaStreamDestroy(s);
     if (err != NULL || ce != cudaSuccess)
@@ -223,15 +140,10 @@ static engram_status_t check_stream_waits(engram_gpu_host_t *h)
     return ENGRAM_OK;
 }
 
-static engram_status_t make_jobs(engram_table_t *t, engram_gpu_table_t *g, engram_gpu_host_t *h)
+static engram_status_t make_jobs(engram_table_t *t, const engram_gpu_table_t *g, engram_gpu_host_t *h)
 {
     const engram_table_sizes_t *z = &t->sizes;
-    engram_group_t *grp = t->ctx->group;
-    int local = engram_group_local_size(grp), first = engram_group_rank(grp) - engram_group_local_rank(grp);
-    bool hybrid = t->shape.hybrid != 0;
-    g->first_peer = hybrid ? (uint32_t)(first / local) : (uint32_t)first;
-    g->local_peers = hybrid ? 1u : (uint32_t)local;
-    g->peer_stride = hybrid ? 0 : t->shape.rank_stride;
+    int local = engram_group_local_size(t->ctx->group);
     h->src = (engram_gather_source_t){
         .shape = t->shape,
         .span = h->span.base,
@@ -287,11 +199,14 @@ static engram_status_t make_jobs(engram_table_t *t, engram_gpu_table_t *g, engra
     return st;
 }
 
-engram_status_t engram_gpu_host_gather_create(engram_table_t *t, engram_gpu_table_t *g)
+/* Collective (the status is agreed): the node span, the pool, each slot's
+ * staging and job. It runs no gather kernel, so gpu_sms=auto times
+ * nothing: its cache's short kernels take every SM. */
+static engram_status_t hg_create(engram_table_t *t, engram_gpu_table_t *g, void **state)
 {
     engram_context_t *ctx = t->ctx;
     engram_gpu_host_t *h = calloc(1, sizeof(*h));
-    g->host = h;
+    *state = h;
     engram_status_t st = h ? ENGRAM_OK : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table, host_gather: out of memory");
     st = engram_group_agree(ctx->group, st);
     if (st == ENGRAM_OK)
@@ -304,10 +219,8 @@ engram_status_t engram_gpu_host_gather_create(engram_table_t *t, engram_gpu_tabl
         st = check_stream_waits(h);
     if (st == ENGRAM_OK)
         st = make_jobs(t, g, h);
-    for (int s = 0; st == ENGRAM_OK && s < t->num_slots; s++) {
-        t->slots[s].rows = (char *)g->recv_own->addr + (uint64_t)s * t->sizes.slot_row_bytes;
-        t->slots[s].scales_out = g->scales_out ? g->scales_out + (uint64_t)s * t->sizes.slot_scale_elems : NULL;
-    }
+    if (st == ENGRAM_OK)
+        engram_gpu_place_slots(t, g, g->recv_own->addr);
     return engram_group_agree(ctx->group, st);
 }
 
@@ -322,9 +235,11 @@ static void settle(engram_gpu_host_t *h, int s)
         cudaStreamSynchronize(h->copy_streams[s]);
 }
 
-void engram_gpu_host_gather_destroy(engram_table_t *t, engram_gpu_table_t *g)
+/* Waits for the slots' last fetches, lets abandoned ones pass, stops the
+ * pool and frees what create took, whatever it got to. */
+static void hg_destroy(engram_table_t *t, engram_gpu_table_t *g, void *state)
 {
-    engram_gpu_host_t *h = g->host;
+    engram_gpu_host_t *h = state;
     if (h == NULL)
         return;
     /* A fetch still queued must not wait for a pool that is gone, nor copy
@@ -361,7 +276,6 @@ void engram_gpu_host_gather_destroy(engram_table_t *t, engram_gpu_table_t *g)
     free(h->scales);
     engram_segment_span_unmap(&h->span);
     free(h);
-    g->host = NULL;
 }
 
 engram_status_t engram_gpu_rows_to_host(char *dst, uint64_t stride, const void *src, uint32_t row_bytes, uint64_t n)
@@ -379,23 +293,31 @@ engram_status_t engram_gpu_rows_to_host(char *dst, uint64_t stride, const void *
     return ENGRAM_OK;
 }
 
-engram_status_t engram_gpu_host_gather_write_rows(engram_table_t *t, uint64_t first, uint64_t n, const void *rows)
+static engram_status_t hg_write_rows(engram_table_t *t, void *state, uint64_t first, uint64_t n, const void *rows)
 {
+    (void)state;
     return engram_gpu_rows_to_host((char *)t->shard->addr + first * t->shape.row_stride, t->shape.row_stride, rows,
                                    t->params.row_bytes, n);
 }
 
-engram_status_t engram_gpu_host_gather_write_scales(engram_table_t *t, const uint32_t *scales)
+/* The replicated scales into the pool's copy. */
+static engram_status_t hg_write_scales(engram_table_t *t, engram_gpu_table_t *g, void *state, const uint32_t *scales)
 {
-    engram_gpu_host_t *h = ((engram_gpu_table_t *)t->gpu)->host;
+    (void)g;
+    engram_gpu_host_t *h = state;
     if (scales != NULL)
         memcpy(h->scales, scales, t->sizes.scales_bytes);
     return ENGRAM_OK;
 }
 
-engram_status_t engram_gpu_host_gather_copy_rows(engram_table_t *t, const int64_t *rows, uint64_t n, char *dst)
+/* The hot-row cache's load: rows[n] of this node (checked) into GPU
+ * memory through a pinned bounce buffer. */
+static engram_status_t hg_load_rows(engram_table_t *t, engram_gpu_table_t *g, void *state, const int64_t *rows,
+                                    const int64_t *rows_dev, uint64_t n, char *dst)
 {
-    const engram_gpu_table_t *g = t->gpu;
+    (void)g;
+    (void)rows_dev;
+    const engram_gpu_host_t *h = state;
     const uint32_t row_bytes = t->params.row_bytes;
     const uint64_t per = ((uint64_t)16 << 20) / row_bytes > 0 ? ((uint64_t)16 << 20) / row_bytes : 1;
     char *bounce = NULL;
@@ -407,7 +329,7 @@ engram_status_t engram_gpu_host_gather_copy_rows(engram_table_t *t, const int64_
         const uint64_t k = n - done < per ? n - done : per;
         for (uint64_t i = 0; st == ENGRAM_OK && i < k; i++) {
             bool in_table;
-            const char *src = engram_gather_source_row(&g->host->src, rows[done + i], &in_table);
+            const char *src = engram_gather_source_row(&h->src, rows[done + i], &in_table);
             if (src == NULL)
                 st = ENGRAM_ERROR(ENGRAM_ERR_INVALID, "hot-row cache: row %lld is not this node's",
                                   (long long)rows[done + i]);
@@ -423,28 +345,28 @@ engram_status_t engram_gpu_host_gather_copy_rows(engram_table_t *t, const int64_
     return st;
 }
 
-engram_status_t engram_gpu_host_gather_fetch(engram_fetch_slot_t *f, int slot, const int64_t *indices, void *stream)
+static engram_status_t hg_issue(void *state, engram_gpu_table_t *g, const engram_gpu_fetch_t *fx, bool *wait_due)
 {
-    engram_table_t *t = f->table;
-    engram_gpu_table_t *g = t->gpu;
-    engram_gpu_host_t *h = g->host;
-    engram_status_t st = engram_gather_job_queue(h->jobs[slot], &cuda_stream_ops, stream, indices, f->num_tokens,
-                                                 t->params.entries_per_token,
-                                                 (f->flags & ENGRAM_FETCH_SCALES_COL_MAJOR) != 0,
-                                                 g->hot, f->rows, f->scales_out);
-    if (st != ENGRAM_OK) {
-        /* what was queued (the job abandoned, so it passes) writes into the
-         * slot: done before it is free */
-        settle(h, slot);
-        cudaStreamSynchronize((cudaStream_t)stream);
-    }
+    engram_gpu_host_t *h = state;
+    engram_fetch_slot_t *f = fx->f;
+    const engram_table_t *t = f->table;
+    engram_status_t st = engram_gather_job_queue(h->jobs[fx->slot], &engram_gpu_cuda_stream_ops, fx->stream,
+                                                 fx->indices, f->num_tokens, t->params.entries_per_token,
+                                                 (f->flags & ENGRAM_FETCH_SCALES_COL_MAJOR) != 0, g->hot, f->rows,
+                                                 f->scales_out);
+    /* what was queued (the job abandoned, so it passes) writes into the
+     * slot: done before it is free (the driver then synchronizes the stream) */
+    if (st != ENGRAM_OK)
+        settle(h, fx->slot);
+    *wait_due = st == ENGRAM_OK;
     return st;
 }
 
-engram_status_t engram_gpu_host_gather_join(engram_gpu_table_t *g, int slot, void *stream)
+/* The join: work queued on stream from here follows the slot's copies. */
+static engram_status_t hg_queue_wait(void *state, int slot, void *stream)
 {
-    engram_gpu_host_t *h = g->host;
-    engram_status_t st = engram_gather_job_join(h->jobs[slot], &cuda_stream_ops, stream);
+    engram_gpu_host_t *h = state;
+    engram_status_t st = engram_gather_job_join(h->jobs[slot], &engram_gpu_cuda_stream_ops, stream);
     if (st != ENGRAM_OK) { /* nothing orders the stream after the rows: the host waits for them */
         engram_gather_job_abandon(h->jobs[slot]);
         settle(h, slot);
@@ -452,9 +374,12 @@ engram_status_t engram_gpu_host_gather_join(engram_gpu_table_t *g, int slot, voi
     return st;
 }
 
-engram_status_t engram_gpu_host_gather_test(engram_fetch_slot_t *f, int slot)
+/* After the slot's event (recorded behind the join): ENGRAM_INPROGRESS
+ * until the pool is done with it, then the bad-index tally folded into f. */
+static engram_status_t hg_test(void *state, engram_gpu_table_t *g, engram_fetch_slot_t *f, int slot)
 {
-    engram_gather_job_t *job = ((engram_gpu_table_t *)f->table->gpu)->host->jobs[slot];
+    (void)g;
+    engram_gather_job_t *job = ((engram_gpu_host_t *)state)->jobs[slot];
     if (!engram_gather_job_finished(job))
         return ENGRAM_INPROGRESS;
     const char *err = engram_gather_job_error(job);
@@ -471,7 +396,24 @@ engram_status_t engram_gpu_host_gather_test(engram_fetch_slot_t *f, int slot)
     return f->status;
 }
 
-int engram_gpu_host_gather_threads(const engram_gpu_table_t *g)
+static int hg_threads(const void *state)
 {
-    return g->host != NULL ? engram_gather_pool_threads(g->host->pool) : 0;
+    return engram_gather_pool_threads(((const engram_gpu_host_t *)state)->pool);
 }
+
+const engram_gpu_path_ops_t engram_gpu_host_gather_path = {
+    .name = "host_gather",
+    .how = "host threads gather its rows, each fetch handed to them by the host; gpu_path=uva can",
+    .work = "copy",
+    .caps = ENGRAM_GPU_HOST_GATHER_CAPS,
+    .alloc_shard = hg_alloc_shard,
+    .create = hg_create,
+    .destroy = hg_destroy,
+    .write_rows = hg_write_rows,
+    .write_scales = hg_write_scales,
+    .load_rows = hg_load_rows,
+    .threads = hg_threads,
+    .issue = hg_issue,
+    .queue_wait = hg_queue_wait,
+    .test = hg_test,
+};

@@ -8,9 +8,9 @@
 
 /* The path for node_bytes of rows read by `device` into *r (size set by
  * the caller); *uva_only when host_gather cannot run here. An error for a
- * setting that cannot run (gpu_path=host_gather where it cannot), or a
- * failed probe. */
-engram_status_t engram_gpu_path_pick(const engram_context_t *ctx, int device, uint64_t node_bytes,
+ * setting that cannot run (gpu_path=host_gather where it cannot: the
+ * capability check's refusal, naming `call`), or a failed probe. */
+engram_status_t engram_gpu_path_pick(const engram_context_t *ctx, const char *call, int device, uint64_t node_bytes,
                                      engram_gpu_path_report_t *r, bool *uva_only);
 
 #endif

@@ -112,15 +112,14 @@ engram_status_t engram_gpu_release_ordered(engram_fetch_slot_t *f, uint64_t cook
     engram_table_t *t = f->table;
     engram_gpu_table_t *g = t->gpu;
     int slot = (int)(f - t->slots);
-    if (g->host != NULL || g->remote != NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
-                            "engram_fetch_release_ordered: this table's rows %s, which the host must see complete "
-                            "before the slot is reused; use engram_fetch_release",
-                            g->host != NULL ? "come by gpu_path=host_gather" : "of other nodes come through the host "
-                                                                              "transport");
+    engram_status_t st = engram_gpu_path_require(g->path, ENGRAM_GPU_NUM_PATHS, ENGRAM_GPU_CAP_STREAM_ORDER,
+                                                 "engram_fetch_release_ordered", "a fetch ended in stream order",
+                                                 "use engram_fetch_release");
+    if (st != ENGRAM_OK)
+        return st;
     /* queues what the stream still needs (a launcher's wait); its outcome
      * is the reaping's, unless the caller has already seen it */
-    engram_status_t st = engram_gpu_fetch_order(f);
+    st = engram_gpu_fetch_order(f);
     if (st == ENGRAM_OK)
         st = f->completed ? f->status : ENGRAM_INPROGRESS;
     engram_released_t *r = &g->released;

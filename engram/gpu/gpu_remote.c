@@ -1,11 +1,36 @@
-/* Rows owned by other nodes for GPU tables: host mirror and staging, the
- * gets through the context's transport, the scatter onto the GPU slot
- * (design in gpu_remote.h). */
+/* The remote path (fetch_path.h), GPU tables on more than one node
+ * without a fetch launcher: rows owned by other nodes travel
+ * through the context's host-initiated transport (whichever it is) into a
+ * host staging region, then onto the GPU receive slot.
+ *
+ * The transports read and write host (memfd) memory only, so each rank
+ * keeps, next to its CUDA shard, a host mirror of it (written with it,
+ * registered symmetrically like a host table's shard: per rank, or per node
+ * span in hybrid mode; the shard's memory in host RAM is thus held twice),
+ * and a staging region [slots][max rows][row_bytes] registered as the
+ * transport's local destination and pinned and mapped for the GPU.
+ *
+ * One fetch (engram_fetch_on_stream):
+ *   1. the indices are copied back into pinned host memory on the caller's
+ *      stream (issue), and the local path's kernel is queued right behind
+ *      the copy (it handles this node's rows and the bad indices, skipping
+ *      the others);
+ *   2. the host waits for that copy: fetch_on_stream returns only after the
+ *      work queued earlier on the stream has run, plus one device-to-host
+ *      copy of 8 bytes per row -- the cost of routing on the host;
+ *   3. (issue_host) the host routes every row (hal/routing.h) and issues
+ *      one get per row of another node into the slot's staging, compacted,
+ *      with the host fetch's flush policy (engram_fetch_get_row,
+ *      engram_fetch_flush);
+ *   4. (progress) when engram_test/engram_wait sees the flushes complete, a
+ *      scatter kernel is queued on the same stream and the fetch's event
+ *      recorded behind it: the rows are complete for the host when wait
+ *      returns, and for work the caller queues on the stream after wait. */
 #include <stdlib.h>
 #include <time.h>
 
 #include "engram/gpu/gpu_host_gather.h"
-#include "engram/gpu/gpu_remote.h"
+#include "engram/gpu/gpu_state.h"
 #include "engram/plugin/deadline.h"
 #include "hal/log.h"
 #include "memory/host_segment.h"
@@ -18,7 +43,7 @@ typedef struct remote_slot {
     bool scatter_pending; /* staged rows not yet queued for the scatter */
 } remote_slot_t;
 
-struct engram_gpu_remote {
+typedef struct engram_gpu_remote {
     engram_segment_t *mirror;  /* host copy of this rank's shard: what peers' transports read */
     engram_segment_t *staging; /* [slots][max rows][row_bytes]: where the gets land */
     bool staging_pinned;       /* cudaHostRegister'ed (mapped) */
@@ -33,7 +58,7 @@ struct engram_gpu_remote {
     const uint32_t *src_dev;
     cudaEvent_t *copied;       /* [slots]: the indices' copy is done */
     remote_slot_t *slots;
-};
+} engram_gpu_remote_t;
 
 static engram_status_t cuda_error(const char *what, cudaError_t ce)
 {
@@ -103,11 +128,14 @@ static engram_status_t alloc_local(engram_table_t *t, engram_gpu_remote_t *r)
     return st == ENGRAM_OK ? alloc_pinned(t, r) : st;
 }
 
-engram_status_t engram_gpu_remote_create(engram_table_t *t, engram_gpu_table_t *g)
+/* Collective: the mirror, the staging and their registrations; the status
+ * is agreed. */
+static engram_status_t remote_create(engram_table_t *t, engram_gpu_table_t *g, void **state)
 {
+    (void)g;
     engram_context_t *ctx = t->ctx;
     engram_gpu_remote_t *r = calloc(1, sizeof(*r));
-    g->remote = r;
+    *state = r;
     engram_status_t st = r ? alloc_local(t, r) : ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table: staging state");
     st = engram_group_agree(ctx->group, st);
     if (st != ENGRAM_OK)
@@ -119,9 +147,11 @@ engram_status_t engram_gpu_remote_create(engram_table_t *t, engram_gpu_table_t *
     return engram_group_agree(ctx->group, ctx->ops->reg_local(ctx->transport, r->staging, &t->recv_region));
 }
 
-void engram_gpu_remote_destroy(engram_table_t *t, engram_gpu_table_t *g)
+/* Releases what create took, whatever it got to. */
+static void remote_destroy(engram_table_t *t, engram_gpu_table_t *g, void *state)
 {
-    engram_gpu_remote_t *r = g->remote;
+    (void)g;
+    engram_gpu_remote_t *r = state;
     engram_context_t *ctx = t->ctx;
     if (r == NULL)
         return;
@@ -147,26 +177,32 @@ void engram_gpu_remote_destroy(engram_table_t *t, engram_gpu_table_t *g)
     if (r->mirror)
         r->mirror->ops->free(r->mirror);
     free(r);
-    g->remote = NULL;
 }
 
-engram_status_t engram_gpu_remote_write_rows(engram_table_t *t, uint64_t first, uint64_t n, const void *rows)
+/* Rows [first, first + n) of this rank's shard into the mirror. */
+static engram_status_t remote_write_rows(engram_table_t *t, void *state, uint64_t first, uint64_t n, const void *rows)
 {
-    engram_gpu_remote_t *r = ((engram_gpu_table_t *)t->gpu)->remote;
+    engram_gpu_remote_t *r = state;
     return engram_gpu_rows_to_host((char *)r->mirror->addr + first * t->shape.row_stride, t->shape.row_stride, rows,
                                    t->params.row_bytes, n);
 }
 
-engram_status_t engram_gpu_remote_copy_indices(engram_fetch_slot_t *f, int slot, const int64_t *indices, void *stream)
+/* Step 1's copy, queued on the stream before the local path's kernel. */
+static engram_status_t remote_issue(void *state, engram_gpu_table_t *g, const engram_gpu_fetch_t *fx, bool *wait_due)
 {
-    engram_table_t *t = f->table;
-    engram_gpu_remote_t *r = ((engram_gpu_table_t *)t->gpu)->remote;
-    size_t bytes = (size_t)f->num_tokens * t->params.entries_per_token * sizeof(*indices);
-    r->slots[slot].stream = stream;
-    cudaError_t ce = cudaMemcpyAsync(r->indices + (uint64_t)slot * t->sizes.slot_rows, indices, bytes,
-                                     cudaMemcpyDeviceToHost, (cudaStream_t)stream);
+    (void)g;
+    engram_gpu_remote_t *r = state;
+    const engram_fetch_slot_t *f = fx->f;
+    const engram_table_t *t = f->table;
+    *wait_due = false;
+    if (f->num_tokens == 0)
+        return ENGRAM_OK;
+    size_t bytes = (size_t)f->num_tokens * t->params.entries_per_token * sizeof(*fx->indices);
+    r->slots[fx->slot].stream = fx->stream;
+    cudaError_t ce = cudaMemcpyAsync(r->indices + (uint64_t)fx->slot * t->sizes.slot_rows, fx->indices, bytes,
+                                     cudaMemcpyDeviceToHost, (cudaStream_t)fx->stream);
     if (ce == cudaSuccess)
-        ce = cudaEventRecord(r->copied[slot], (cudaStream_t)stream);
+        ce = cudaEventRecord(r->copied[fx->slot], (cudaStream_t)fx->stream);
     return ce == cudaSuccess ? ENGRAM_OK : cuda_error("copying the indices back for routing", ce);
 }
 
@@ -211,10 +247,10 @@ static void place_repeats(const engram_dedup_t *dd, engram_gpu_remote_t *r, int 
 
 /* One get per row of another node (per distinct one under dedup), into
  * the slot's staging, compacted. */
-static engram_status_t issue_rows(engram_fetch_slot_t *f, engram_gpu_table_t *g, int slot)
+static engram_status_t issue_rows(engram_fetch_slot_t *f, const engram_gpu_table_t *g, engram_gpu_remote_t *r,
+                                  int slot)
 {
     engram_table_t *t = f->table;
-    engram_gpu_remote_t *r = g->remote;
     const uint32_t ept = t->params.entries_per_token, row_bytes = t->params.row_bytes;
     const int64_t *indices = r->indices + (uint64_t)slot * t->sizes.slot_rows;
     uint32_t *dst_row = r->dst_row + (uint64_t)slot * t->sizes.slot_rows;
@@ -253,29 +289,30 @@ static engram_status_t issue_rows(engram_fetch_slot_t *f, engram_gpu_table_t *g,
     return st;
 }
 
-engram_status_t engram_gpu_remote_issue(engram_fetch_slot_t *f, int slot)
+/* Steps 2-3. On an error the gets already issued are flushed all the same. */
+static engram_status_t remote_issue_host(void *state, engram_gpu_table_t *g, engram_fetch_slot_t *f, int slot)
 {
-    engram_gpu_table_t *g = f->table->gpu;
-    remote_slot_t *rs = &g->remote->slots[slot];
+    engram_gpu_remote_t *r = state;
+    remote_slot_t *rs = &r->slots[slot];
     rs->staged = rs->placed = 0;
     rs->deduped = false;
     rs->scatter_pending = false;
     if (f->num_tokens == 0)
         return ENGRAM_OK;
-    engram_status_t st = wait_copied(f->table->ctx, g->remote->copied[slot]);
+    engram_status_t st = wait_copied(f->table->ctx, r->copied[slot]);
     if (st != ENGRAM_OK)
         return st;
-    st = issue_rows(f, g, slot);
+    st = issue_rows(f, g, r, slot);
     engram_status_t fst = engram_fetch_flush(f);
     rs->scatter_pending = rs->placed > 0;
     return st != ENGRAM_OK ? st : fst;
 }
 
-engram_status_t engram_gpu_remote_test(engram_fetch_slot_t *f, int slot)
+/* Step 4: ENGRAM_INPROGRESS while flushes are pending, then f->status. */
+static engram_status_t remote_progress(void *state, engram_gpu_table_t *g, engram_fetch_slot_t *f, int slot)
 {
     engram_table_t *t = f->table;
-    engram_gpu_table_t *g = t->gpu;
-    engram_gpu_remote_t *r = g->remote;
+    engram_gpu_remote_t *r = state;
     remote_slot_t *rs = &r->slots[slot];
     engram_status_t st = engram_fetch_test_flushes(f);
     if (st == ENGRAM_INPROGRESS || !rs->scatter_pending)
@@ -293,3 +330,16 @@ engram_status_t engram_gpu_remote_test(engram_fetch_slot_t *f, int slot)
         f->status = cuda_error("placing the rows of other nodes", ce);
     return f->status;
 }
+
+const engram_gpu_path_ops_t engram_gpu_remote_path = {
+    .name = "remote",
+    .how = "the host routes its rows and gets them through the host transport; one node, or a GPU-initiated "
+           "transport, can",
+    .caps = ENGRAM_GPU_REMOTE_CAPS,
+    .create = remote_create,
+    .destroy = remote_destroy,
+    .write_rows = remote_write_rows,
+    .issue = remote_issue,
+    .issue_host = remote_issue_host,
+    .progress = remote_progress,
+};

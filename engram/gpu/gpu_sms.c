@@ -100,7 +100,7 @@ static cudaError_t search(calib_t *c, int sms, int *blocks, double *share, doubl
     return ce;
 }
 
-engram_status_t engram_gpu_sms_calibrate(engram_table_t *t, engram_gpu_table_t *g, int sms)
+engram_status_t engram_gpu_sms_calibrate(engram_table_t *t, engram_gpu_table_t *g, const char *span, int sms)
 {
     const engram_table_params_t *p = &t->params;
     const engram_route_shape_t *s = &t->shape;
@@ -121,11 +121,11 @@ engram_status_t engram_gpu_sms_calibrate(engram_table_t *t, engram_gpu_table_t *
         host[i] = (int64_t)(first + splitmix64(i) % count);
     calib_t c = {.args = {
                      .shape = *s,
-                     .span = g->local_span,
+                     .span = span,
                      .peer_stride = g->peer_stride,
                      .first_peer = g->first_peer,
                      .local_peers = g->local_peers,
-                     .rows = g->base, /* slot 0, not in use before the table is returned */
+                     .rows = g->recv, /* slot 0, not in use before the table is returned */
                      .row_bytes = p->row_bytes,
                      .num_rows = (uint32_t)rows,
                      .entries_per_token = p->entries_per_token,

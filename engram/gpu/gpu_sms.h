@@ -13,9 +13,10 @@
 
 #define ENGRAM_GPU_SMS_SHARE 0.9
 
-/* Local. Sets g->blocks in [1, sms] from the span mapped by map_span; on a
- * CUDA error returns it, leaving g->blocks = sms. */
-engram_status_t engram_gpu_sms_calibrate(engram_table_t *t, engram_gpu_table_t *g, int sms);
+/* Local. Sets g->blocks in [1, sms] timing the kernel over `span` (the
+ * uva path's shard of routed peer first_peer, mapped); on a CUDA error
+ * returns it, leaving g->blocks = sms. */
+engram_status_t engram_gpu_sms_calibrate(engram_table_t *t, engram_gpu_table_t *g, const char *span, int sms);
 
 /* Rows per millisecond of the gather kernel launched with `a` at `blocks`
  * SMs on `stream`: the best of a few timings (start/stop time them). */

@@ -1,34 +1,40 @@
-/* A GPU table's state (table->gpu), shared by gpu_table.c and gpu_fetch.c. */
+/* A GPU table's state (table->gpu): what every fetch path shares. Each
+ * path's own state is its file's (fetch_path.h composes them). */
 #ifndef ENGRAM_GPU_GPU_STATE_H
 #define ENGRAM_GPU_GPU_STATE_H
 
 #include <cuda_runtime_api.h>
+#include "engram/gpu/fetch_path.h"
 #include "engram/gpu/gather.h"
 #include "engram/gpu/released.h"
 #include "engram/internal.h"
 
-typedef struct engram_gpu_remote engram_gpu_remote_t; /* gpu_remote.c */
-typedef struct engram_gpu_host engram_gpu_host_t;     /* gpu_host_gather.c */
-typedef struct engram_gpu_hot engram_gpu_hot_t;       /* hot_cache.h */
+typedef struct engram_gpu_dedup engram_gpu_dedup_t; /* gpu_dedup.h */
+typedef struct engram_gpu_hot engram_gpu_hot_t;     /* hot_cache.h */
 
-typedef struct engram_gpu_table {
+struct engram_gpu_table {
     int device;
     int sms;        /* the device's SMs */
     int blocks;     /* the kernel's grid: gpu_sms, auto's choice (gpu_sms.h), or every SM */
     size_t gran;    /* allocation granularity of the span's parts */
-    /* The span, DeepEP-style and identical in every local rank: this rank's
-     * receive region (GPU memory) at base, then every local rank's shard at
-     * base + recv_bytes + local_rank * shard stride. */
+    engram_segment_t *recv_own;   /* the receive allocation (exported to map it into the span) */
+    size_t recv_bytes;
+    char *recv;                   /* the receive region as the local path maps it: the slots' rows */
+    /* The span (uva maps it; NULL on host_gather), DeepEP-style and
+     * identical in every local rank: this rank's receive region (GPU
+     * memory) at base, then every local rank's shard at base + recv_bytes
+     * + local_rank * shard stride. */
     char *base;
     size_t span_bytes;
-    size_t recv_bytes;
-    engram_segment_t *recv_own;   /* the receive allocation (exported to map it into the span) */
     engram_segment_t **parts;     /* the span's mappings: [0] receive, [1 + i] local rank i's shard */
     int num_parts;
-    uint32_t first_peer;          /* routed peer of the span's first shard */
-    uint32_t local_peers;         /* routed peers in the span: local ranks (direct) or 1 node (hybrid) */
+    /* The split of the rows between the paths: routed peers [first_peer,
+     * first_peer + local_peers) are the local path's, peer_stride apart
+     * in its shards (0: hybrid, src_off has it); the other-nodes path
+     * takes the rest. */
+    uint32_t first_peer;
+    uint32_t local_peers;         /* local ranks (direct), 1 node (hybrid), or this rank (NODE_PEERS) */
     uint64_t peer_stride;
-    uint32_t *scales;             /* GPU copy of the replicated scales */
     uint32_t *scales_out;         /* GPU scale slots */
     /* host-mapped reports, [released.num_reports + 1][sms]: each fetch's
      * kernel reports into an entry of its own (released.h); the last one
@@ -42,28 +48,13 @@ typedef struct engram_gpu_table {
      * block's report (gather.h); 0 while its completion is the event. */
     uint64_t *slot_seq;
     uint64_t last_seq;            /* the table's last seq handed to a kernel */
-    engram_gpu_remote_t *remote;  /* rows owned by other nodes; NULL on a one-node group */
-    /* gpu_path (every rank of the group the same): host_gather rows come
-     * from host threads and the copy engine (gpu_host_gather.h), and
-     * nothing of the span below base + recv_bytes is mapped. */
-    bool host_path;
-    engram_gpu_host_t *host;      /* host_gather's state; NULL on the UVA path */
-    /* GPU-initiated transport (engram/plugin/gpu_launcher.h): its kernel fetches the
-     * rows of routed peers outside [first_peer, first_peer + local_peers),
-     * and remote stays NULL. */
-    const engram_gpu_launcher_ops_t *launcher;
-    engram_gpu_launch_t *launch;
-    /* [slots]: a fetch whose launcher wait or host-gather join is not
-     * queued yet (gpu_fetch.c's queue_wait), and its stream */
-    void **wait_stream;
-    bool *wait_pending;
-    const char *local_span; /* the gather kernel's shard of routed peer first_peer */
-    /* dedup=on (gpu_dedup.h): [slots][dd_cap] marking tables, then
-     * [slots][dd_rows] first positions, in one GPU allocation */
-    uint32_t *dd_table, *dd_first;
-    uint64_t dd_cap, dd_rows;
+    /* [slots]: bit p set while path p's wait for the slot's fetch is not
+     * queued yet (gpu_fetch.c's queue_waits; fetch_path.h's rule) */
+    uint8_t *wait_pending;
+    engram_gpu_path_t path[ENGRAM_GPU_NUM_PATHS]; /* in issue order: other nodes' rows, then this node's */
+    engram_gpu_dedup_t *dedup;    /* dedup=on beside a local path with DEDUP; NULL: none */
     engram_gpu_hot_t *hot;        /* the hot-row cache; NULL without one */
-} engram_gpu_table_t;
+};
 
 /* Report entry `report`'s blocks (ENGRAM_RELEASED_NO_REPORT: the sink). */
 static inline engram_gpu_bad_t *engram_gpu_report(const engram_gpu_table_t *g, uint32_t report)
@@ -71,5 +62,16 @@ static inline engram_gpu_bad_t *engram_gpu_report(const engram_gpu_table_t *g, u
     uint32_t e = report == ENGRAM_RELEASED_NO_REPORT ? g->released.num_reports : report;
     return g->bad + (size_t)e * (size_t)g->sms;
 }
+
+static inline const engram_gpu_path_t *engram_gpu_local(const engram_gpu_table_t *g)
+{
+    return &g->path[ENGRAM_GPU_PATH_LOCAL];
+}
+
+/* The receive slots' rows and scales, from recv (a local path's create). */
+void engram_gpu_place_slots(engram_table_t *t, engram_gpu_table_t *g, char *recv);
+/* A segment of `ops` on the table's device, bytes rounded up to its granularity. */
+engram_status_t engram_gpu_alloc_segment(const engram_segment_ops_t *ops, const engram_gpu_table_t *g, size_t bytes,
+                                         engram_segment_t **out);
 
 #endif

@@ -63,7 +63,7 @@
  * (engram_gather_job_error).
  *
  * This file is CUDA-free: the stream operations come through
- * engram_gather_stream_ops_t (CUDA's in gpu_host_gather.c, a host fake in
+ * engram_gather_stream_ops_t (CUDA's in gpu_host_gather_stream.c, a host fake in
  * the CPU tier's test). */
 #ifndef ENGRAM_GPU_HOST_GATHER_H
 #define ENGRAM_GPU_HOST_GATHER_H

@@ -5,17 +5,11 @@
 #include <string.h>
 
 #include "engram/gpu/copy_in.h"
-#include "engram/gpu/gpu_host_gather.h"
 #include "engram/gpu/gpu_state.h"
 #include "engram/gpu/gpu_table.h"
 #include "engram/gpu/hot_cache.h"
 #include "engram/gpu/hot_select.h"
 #include "hal/log.h"
-
-static engram_status_t cuda_error(const char *what, cudaError_t ce)
-{
-    return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "hot-row cache: %s: %s", what, cudaGetErrorString(ce));
-}
 
 void engram_gpu_hot_free(engram_gpu_hot_t *hot)
 {
@@ -29,40 +23,11 @@ void engram_gpu_hot_free(engram_gpu_hot_t *hot)
     free(hot);
 }
 
-/* The uva path: the gather kernel itself reads the listed rows (host or
- * GPU shards, as fetches do) into the cache, on a private stream. */
-static engram_status_t load_by_kernel(engram_table_t *t, engram_gpu_table_t *g, engram_gpu_hot_t *hot)
-{
-    cudaStream_t s;
-    cudaError_t ce = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-    if (ce != cudaSuccess)
-        return cuda_error("creating a stream", ce);
-    engram_gpu_gather_args_t a = {
-        .shape = t->shape,
-        .indices = hot->list_dev,
-        .span = g->local_span,
-        .peer_stride = g->peer_stride,
-        .first_peer = g->first_peer,
-        .local_peers = g->local_peers,
-        .rows = hot->rows_dev,
-        .row_bytes = t->params.row_bytes,
-        .num_rows = (uint32_t)hot->rows,
-        .entries_per_token = 1,
-        .num_tokens = (uint32_t)hot->rows,
-        .bad = engram_gpu_report(g, ENGRAM_RELEASED_NO_REPORT), /* the sink: no fetch reads it */
-    };
-    ce = (cudaError_t)engram_gpu_gather_launch(&a, g->blocks, s);
-    cudaError_t sync = cudaStreamSynchronize(s);
-    cudaStreamDestroy(s);
-    if (ce == cudaSuccess)
-        ce = sync;
-    return ce == cudaSuccess ? ENGRAM_OK : cuda_error("loading the rows", ce);
-}
-
+/* The listed rows into the cache, by the local path (fetch_path.h's load_rows). */
 static engram_status_t load(engram_table_t *t, engram_gpu_table_t *g, engram_gpu_hot_t *hot)
 {
-    return g->host_path ? engram_gpu_host_gather_copy_rows(t, hot->list, hot->rows, hot->rows_dev)
-                        : load_by_kernel(t, g, hot);
+    const engram_gpu_path_t *local = engram_gpu_local(g);
+    return local->ops->load_rows(t, g, local->state, hot->list, hot->list_dev, hot->rows, hot->rows_dev);
 }
 
 static engram_status_t build(engram_table_t *t, const int64_t *rows, uint64_t n, engram_gpu_hot_t **out)

@@ -1,0 +1,357 @@
+/* The host-gather pool: threads bound to the shard's NUMA node that run
+ * each posted job's tasks once its stream has reached it, gathering rows
+ * into staging and flagging (or, with a cache, queueing the moves of) each
+ * chunk as it ends (design in host_gather.h). */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engram/gpu/host_gather_internal.h"
+#include "engram/plugin/deadline.h"
+#include "hal/log.h"
+#include "memory/numa_sys.h"
+
+/* How long an idle thread polls for the next job before it sleeps: back to
+ * back fetches find it awake, an idle table costs no CPU. */
+#define IDLE_SPIN_NS 200000
+/* How often a job posted but not reached by its stream is looked at once
+ * it has waited IDLE_SPIN_NS. */
+#define POLL_SLEEP_NS 20000
+
+int engram_gather_default_threads(int numa_node, int local_ranks)
+{
+    cpu_set_t set;
+    long cpus = engram_numa_node_cpus(numa_node, &set);
+    if (cpus <= 0)
+        cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long n = (cpus > 0 ? cpus : 1) / (local_ranks > 0 ? local_ranks : 1) - 1;
+    return n < 1 ? 1 : (n > MAX_THREADS ? MAX_THREADS : (int)n);
+}
+
+/* Row `row`'s scales (all zero for a bad index) at its place in the
+ * fetch's layout. */
+static void put_scales(engram_gather_job_t *j, uint32_t row, int64_t idx, bool ok)
+{
+    const engram_gather_source_t *s = &j->src;
+    const uint32_t tok = row / j->entries_per_token, e = row - tok * j->entries_per_token;
+    const uint64_t col_stride = engram_scales_col_stride(j->num_tokens);
+    for (uint32_t k = 0; k < s->packs; k++) {
+        uint32_t v = ok ? s->scales[(uint64_t)idx * s->packs + k] : 0u;
+        uint64_t at = j->col_major ? ((uint64_t)e * s->packs + k) * col_stride + tok : (uint64_t)row * s->packs + k;
+        j->buf.scales[at] = v;
+    }
+}
+
+/* Row `row` of the job's fetch into staging row `at` (and its scales). */
+static void gather_row(engram_gather_job_t *j, uint32_t row, uint64_t at, uint64_t *bad, uint64_t *first_bad)
+{
+    const engram_gather_source_t *s = &j->src;
+    const int64_t idx = j->buf.indices[row];
+    char *dst = j->buf.staging + at * s->row_bytes;
+    bool ok;
+    const char *src = engram_gather_source_row(s, idx, &ok);
+    if (ok && src == NULL)
+        return; /* another node's row: its transport fills it */
+    if (ok)
+        memcpy(dst, src, s->row_bytes);
+    else
+        memset(dst, 0, s->row_bytes);
+    if (!ok && (*bad)++ == 0)
+        *first_bad = row;
+    if (s->packs > 0)
+        put_scales(j, row, idx, ok);
+}
+
+static void prefetch_row(const engram_gather_job_t *j, uint32_t row)
+{
+    const engram_gather_source_t *s = &j->src;
+    bool in_table;
+    const char *p = engram_gather_source_row(s, j->buf.indices[row], &in_table);
+    if (p == NULL)
+        return;
+    for (uint32_t off = 0; off < s->row_bytes; off += 64)
+        __builtin_prefetch(p + off, 0, 3);
+}
+
+static void pool_error(engram_gather_job_t *j, const char *err)
+{
+    const char *none = NULL;
+    if (err != NULL)
+        atomic_compare_exchange_strong(&j->error, &none, err);
+}
+
+/* With a cache, from the pool's thread that ended the chunk: the copy
+ * engine moves its `n` staged misses and their receive rows into GPU
+ * memory, and a kernel places them from there. */
+static void queue_chunk_moves(engram_gather_job_t *j, uint32_t chunk, uint32_t n)
+{
+    if (n == 0 || atomic_load(&j->error) != NULL)
+        return;
+    const engram_gather_stream_ops_t *ops = j->ops;
+    void *stream = j->buf.copy_stream;
+    const uint32_t row_bytes = j->src.row_bytes;
+    const uint64_t first = (uint64_t)chunk * j->chunk_rows;
+    const char *err = ops->bind(j->cache_dev);
+    if (err == NULL)
+        err = ops->copy(stream, j->buf.stage_dev + first * row_bytes, j->buf.staging + first * row_bytes,
+                        (size_t)n * row_bytes);
+    if (err == NULL)
+        err = ops->copy(stream, j->buf.dst_dev + first, j->buf.dst_rows + first, (size_t)n * sizeof(uint32_t));
+    if (err == NULL)
+        err = ops->place(stream, j->cache_dev, j->buf.stage_dev + first * row_bytes, j->buf.dst_dev + first, n,
+                         row_bytes, j->rows_dst);
+    pool_error(j, err);
+}
+
+/* With a cache, once every chunk's moves are queued: the scales' copy and
+ * the copied word; after an error the copy stream is drained and the word
+ * written here, so a join passes and the slot is free once it has. */
+static void queue_end(engram_gather_job_t *j)
+{
+    const engram_gather_stream_ops_t *ops = j->ops;
+    void *stream = j->buf.copy_stream;
+    const char *err = atomic_load(&j->error); /* a chunk's */
+    if (err == NULL)
+        err = ops->bind(j->cache_dev);
+    if (err == NULL && j->src.packs > 0)
+        err = ops->copy(stream, j->scales_dst, j->buf.scales, engram_gather_scale_bytes(j));
+    if (err == NULL)
+        err = ops->write(stream, j->buf.copied_dev, j->seq);
+    if (err == NULL)
+        return;
+    pool_error(j, err);
+    (void)ops->drain(stream); /* a failing drain has nothing left to wait for */
+    __atomic_store_n(j->buf.copied, j->seq, __ATOMIC_RELEASE);
+}
+
+/* One task's rows; the worker that ends a chunk's last task flags it (with
+ * a cache: queues its moves). Without a cache row r is staged at r; with
+ * one, the task's misses are staged together at the next free rows of the
+ * chunk. */
+static void run_task(engram_gather_job_t *j, uint32_t task, uint64_t *hits)
+{
+    const uint32_t lo = task * j->task_rows;
+    const uint32_t hi = lo + j->task_rows < j->num_rows ? lo + j->task_rows : j->num_rows;
+    const uint32_t chunk = lo / j->chunk_rows;
+    uint64_t bad = 0, first_bad = UINT64_MAX, at = lo;
+    uint32_t rows[MAX_TASK_ROWS], m = 0; /* the rows to gather (task_rows <= MAX_TASK_ROWS) */
+    for (uint32_t r = lo; r < hi; r++) {
+        /* with a cache, the probe's hit bits tell the cache's rows: their
+         * scales are put here (the hit kernel writes only rows) */
+        if (j->cache_dev != NULL && __atomic_load_n(&j->buf.hit_mask[r / 32], __ATOMIC_RELAXED) >> (r % 32) & 1u) {
+            ++*hits;
+            if (j->src.packs > 0)
+                put_scales(j, r, j->buf.indices[r], true);
+        } else {
+            rows[m++] = r;
+        }
+    }
+    if (j->cache_dev != NULL) /* the misses staged together at the chunk's next free rows */
+        at = (uint64_t)chunk * j->chunk_rows +
+             atomic_fetch_add_explicit(&j->chunk_fill[chunk], m, memory_order_relaxed);
+    for (uint32_t i = 0; i < m && i < PREFETCH_ROWS; i++)
+        prefetch_row(j, rows[i]);
+    for (uint32_t i = 0; i < m; i++) {
+        if (i + PREFETCH_ROWS < m)
+            prefetch_row(j, rows[i + PREFETCH_ROWS]);
+        if (j->cache_dev != NULL)
+            j->buf.dst_rows[at + i] = rows[i];
+        gather_row(j, rows[i], at + i, &bad, &first_bad);
+    }
+    if (bad > 0) {
+        atomic_fetch_add_explicit(&j->bad_count, bad, memory_order_relaxed);
+        unsigned long long cur = atomic_load_explicit(&j->bad_first, memory_order_relaxed);
+        while (first_bad < cur &&
+               !atomic_compare_exchange_weak_explicit(&j->bad_first, &cur, first_bad, memory_order_relaxed,
+                                                      memory_order_relaxed)) {
+        }
+    }
+    /* acq_rel: every task of the chunk happens before the flag's store (or
+     * the moves' queueing) */
+    if (atomic_fetch_sub_explicit(&j->chunk_left[chunk], 1, memory_order_acq_rel) != 1)
+        return;
+    if (j->cache_dev == NULL) {
+        __atomic_store_n(&j->buf.flags[chunk], 1u, __ATOMIC_RELEASE);
+        return;
+    }
+    queue_chunk_moves(j, chunk, atomic_load_explicit(&j->chunk_fill[chunk], memory_order_relaxed));
+    if (atomic_fetch_add_explicit(&j->chunks_queued, 1, memory_order_acq_rel) + 1 == j->num_chunks)
+        queue_end(j);
+}
+
+static void work_on(engram_gather_job_t *j)
+{
+    uint64_t hits = 0; /* counted here, added once: one shared counter per task would bounce between cores */
+    for (;;) {
+        uint32_t task = atomic_fetch_add_explicit(&j->next_task, 1, memory_order_relaxed);
+        if (task >= j->num_tasks)
+            break;
+        if (!atomic_load_explicit(&j->abandoned, memory_order_relaxed))
+            run_task(j, task, &hits);
+    }
+    if (hits > 0)
+        atomic_fetch_add_explicit(&j->hits, hits, memory_order_relaxed);
+}
+
+/* Whether the pool may begin a posted job: the stream has copied its
+ * indices (and written their seq after them), or it is abandoned. */
+static bool job_ready(const engram_gather_job_t *j)
+{
+    return __atomic_load_n(j->buf.ready, __ATOMIC_ACQUIRE) == j->seq ||
+           atomic_load_explicit(&j->abandoned, memory_order_relaxed);
+}
+
+/* The first posted job that is ready, unlinked; NULL if none (pool->mu). */
+static engram_gather_job_t *unlink_ready(engram_gather_pool_t *p)
+{
+    for (engram_gather_job_t *prev = NULL, *j = p->head; j != NULL; prev = j, j = j->next) {
+        if (!job_ready(j))
+            continue;
+        if (prev != NULL)
+            prev->next = j->next;
+        else
+            p->head = j->next;
+        if (p->tail == j)
+            p->tail = prev;
+        return j;
+    }
+    return NULL;
+}
+
+/* The job a worker joins, under pool->mu; NULL once stopping. Jobs are
+ * begun as their streams reach them, not in the order they were posted, so
+ * one stream waiting on another's fetch never holds the pool. */
+static engram_gather_job_t *take_job(engram_gather_pool_t *p)
+{
+    int64_t polling_since = 0;
+    for (;;) {
+        if (p->stop)
+            return NULL;
+        if (p->current == NULL)
+            p->current = unlink_ready(p);
+        if (p->current != NULL) {
+            p->current->workers++;
+            return p->current;
+        }
+        const bool posted = p->head != NULL; /* posted, not ready: its stream writes the word, nothing signals */
+        unsigned long long seen = atomic_load(&p->posts);
+        pthread_mutex_unlock(&p->mu);
+        const int64_t now = engram_now_ns();
+        if (posted) {
+            if (polling_since == 0)
+                polling_since = now;
+            if (now - polling_since < IDLE_SPIN_NS)
+                sched_yield();
+            else
+                nanosleep(&(struct timespec){.tv_nsec = POLL_SLEEP_NS}, NULL); /* a stream held up long */
+        } else {
+            polling_since = 0;
+            while (atomic_load_explicit(&p->posts, memory_order_relaxed) == seen &&
+                   engram_now_ns() < now + IDLE_SPIN_NS)
+                sched_yield();
+        }
+        pthread_mutex_lock(&p->mu);
+        if (!posted && atomic_load(&p->posts) == seen && !p->stop && p->head == NULL)
+            pthread_cond_wait(&p->cv, &p->mu);
+    }
+}
+
+static void *worker(void *arg)
+{
+    engram_gather_pool_t *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        engram_gather_job_t *j = take_job(p);
+        if (j == NULL)
+            break;
+        pthread_mutex_unlock(&p->mu);
+        work_on(j);
+        pthread_mutex_lock(&p->mu);
+        if (p->current == j) /* its tasks are all taken: the next job may begin */
+            p->current = NULL;
+        if (--j->workers == 0)
+            atomic_store_explicit(&j->finished, true, memory_order_release);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static void bind_to_node(pthread_t t, int node)
+{
+    cpu_set_t set;
+    if (node >= 0 && engram_numa_node_cpus(node, &set) > 0)
+        (void)pthread_setaffinity_np(t, sizeof(set), &set); /* placement only: the pool runs unbound otherwise */
+}
+
+engram_status_t engram_gather_pool_create(int threads, int numa_node, engram_gather_pool_t **out)
+{
+    if (out == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "host_gather pool: out must not be NULL");
+    if (threads < 1 || threads > MAX_THREADS)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "host_gather pool: %d threads is outside 1..%d", threads,
+                            MAX_THREADS);
+    engram_gather_pool_t *p = calloc(1, sizeof(*p));
+    if (p != NULL)
+        p->threads = calloc((size_t)threads, sizeof(*p->threads));
+    if (p == NULL || p->threads == NULL) {
+        free(p);
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "host_gather pool: out of memory for %d threads", threads);
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->num_threads = threads;
+    p->numa_node = numa_node;
+    for (; p->started < threads; p->started++) {
+        int err = pthread_create(&p->threads[p->started], NULL, worker, p);
+        if (err != 0) {
+            engram_status_t st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "host_gather pool: starting thread %d of %d: %s",
+                                              p->started + 1, threads, strerror(err));
+            engram_gather_pool_destroy(p);
+            return st;
+        }
+        bind_to_node(p->threads[p->started], numa_node);
+        (void)pthread_setname_np(p->threads[p->started], "engram-gather");
+    }
+    ENGRAM_DEBUG("host_gather pool: %d threads on NUMA node %d", threads, numa_node);
+    *out = p;
+    return ENGRAM_OK;
+}
+
+void engram_gather_pool_destroy(engram_gather_pool_t *p)
+{
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->started; i++)
+        pthread_join(p->threads[i], NULL);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p->threads);
+    free(p);
+}
+
+int engram_gather_pool_threads(const engram_gather_pool_t *p)
+{
+    return p->num_threads;
+}
+
+/* Begun once the stream has written its seq (job_ready). */
+void engram_gather_pool_post(engram_gather_job_t *j)
+{
+    engram_gather_pool_t *p = j->pool;
+    pthread_mutex_lock(&p->mu);
+    j->next = NULL;
+    if (p->tail != NULL)
+        p->tail->next = j;
+    else
+        p->head = j;
+    p->tail = j;
+    atomic_fetch_add(&p->posts, 1);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
