@@ -20,9 +20,8 @@
 #include "engram/plugin/config.h"
 
 /* num_qps counts queues (the word the code and the transports use); the
- * key keeps its name for the configurations that already set it.
- * flush_depth's default, 768, came with the first configuration table and
- * no measurement or source for it is recorded. What it bounds: the gets
+ * key keeps DeepEP's name (Buffer(num_qps=)).
+ * flush_depth's default, 768, is not derived from a measurement. What it bounds: the gets
  * per (queue, peer) a transport may hold back (AGGREGATE) before one rings
  * the doorbell. Why any value in range is safe: the engram layer caps it
  * by the transport's caps.max_outstanding, its bound per (queue, peer)

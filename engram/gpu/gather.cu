@@ -398,17 +398,16 @@ extern "C" int engram_gpu_gather_launch(const engram_gpu_gather_args_t *a, int b
     return by_vector(a->row_bytes, [&](auto v) {
         using V = decltype(v);
         const uint32_t vpr = a->row_bytes / sizeof(V);
-        // Back-to-back fetches spend ~1 us per launch between kernels;
-        // overlapping it is worth 0.84 -> 0.90 of cudaMemcpyPeer on 512
-        // tokens (docs/BENCHMARKS.md).
+        // Programmatic dependent launch: back-to-back fetches overlap each
+        // launch with the previous kernel's tail instead of paying it
+        // between kernels.
         cudaLaunchAttribute attrs[2];
         attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attrs[0].val.programmaticStreamSerializationAllowed = 1;
         // Blocks in clusters of two land on SMs of one GPC in pairs, so a
         // GEMM whose tiles run as 2-SM clusters loses the fetch's SMs and
-        // not a broken pair beside each: beside 8192^3 torch GEMMs at 8
-        // SMs the GEMM slowed 1.04-1.11x unpaired, 1.00-1.04x paired, the
-        // fetch rate the same (docs/BENCHMARKS.md).
+        // not a broken pair beside each (tools/sm_hold_probe.py measures
+        // paired against single).
         attrs[1].id = cudaLaunchAttributeClusterDimension;
         attrs[1].val.clusterDim.x = 2;
         attrs[1].val.clusterDim.y = 1;

@@ -7,7 +7,7 @@
  * them in GPU memory: two launches and a memset more per fetch. dedup=auto
  * leaves these rows alone: the GPU's L2 already serves repeated rows of one
  * fetch without another PCIe read, and the extra launches are a fixed cost
- * (measure with ENGRAM_DEDUP=on against off, docs/BENCHMARKS.md).
+ * (engram_gpu_bench with ENGRAM_DEDUP=on against off measures it).
  *
  * Rows of other nodes (through the host transport, gpu_remote.c) dedup as
  * a host fetch does, auto included: one get per distinct row, the scatter

@@ -10,9 +10,7 @@
  * host-mapped report, gather.h): nothing is queued between two fetches'
  * kernels, so programmatic dependent launch chains them and a fetch stream
  * keeps its SMs beside a GEMM (with an event record between them, each
- * fetch's blocks waited for GEMM blocks to retire: 0.43 -> 0.82 of a
- * contiguous H2D copy at 512 x 24 beside 8192^3 GEMMs on an H200,
- * docs/BENCHMARKS.md). Otherwise (dedup's copy kernel follows, an
+ * fetch's blocks would wait for GEMM blocks to retire). Otherwise (dedup's copy kernel follows, an
  * other-nodes path, host_gather's copies) an event is recorded behind the
  * last work: at the call, or behind the last wait; a captured fetch
  * records none (issue() says why). */
