@@ -44,7 +44,7 @@ import sys
 import time
 
 
-WHAT = {"engram": "the engram Python package (README, 'Python')", "torch": "torch with CUDA", "numpy": "numpy"}
+WHAT = {"engram": "the engram Python package (python/README.md)", "torch": "torch with CUDA", "numpy": "numpy"}
 
 
 def need(name):

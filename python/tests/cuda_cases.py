@@ -137,7 +137,7 @@ def case_cuda_lifecycle(ctx):
 
 
 def check_graph(ctx, gpu_table, packs, idx_dtype):
-    """The pattern of the README: a static index tensor, a warm-up, the hook
+    """The pattern of python/README.md: a static index tensor, a warm-up, the hook
     captured in a graph, then new indices copied in before each replay (a bad
     one included: zero rows, no report under a graph)."""
     dtype = "float8_e4m3fn" if packs else torch.bfloat16
