@@ -71,7 +71,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "hal/routing.h"
+#include "engram/plugin/routing.h"
 #include "hal/status.h"
 
 /* What a stream can be asked to do, in its order. Each returns NULL, or

@@ -23,8 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "engram/log.h"
 #include "engram/plugin/group.h"
-#include "hal/log.h"
 #include "transports/nccl_gin/nccl_gin_depth.h"
 #include "transports/nccl_gin/nccl_gin_internal.h"
 #include "transports/nccl_gin/nccl_gin_kernel.h"

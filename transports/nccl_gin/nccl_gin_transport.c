@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engram/log.h"
 #include "engram/plugin/group.h"
-#include "hal/log.h"
 #include "transports/nccl_gin/nccl_gin.h"
 #include "transports/nccl_gin/nccl_gin_depth.h"
 #include "transports/nccl_gin/nccl_gin_internal.h"

@@ -3,10 +3,11 @@
  * gpu_launcher field. Host-initiated backends leave that field NULL.
  *
  * The kernel is the backend's; what it applies is the engram layer's:
- * routing, the flush policy and the bad-index rule come from
- * the engram layer's routing header (header-only, C and CUDA), whose shape the engram layer
- * passes in. Only the backend dereferences it, so this header stays below
- * the engram layer and names no CUDA or NCCL type.
+ * routing, the flush policy and the bad-index rule of
+ * <engram/plugin/routing.h> (header-only, C and CUDA), over the table's
+ * shape that each issue hands in (engram_gpu_issue_t.shape, host memory the
+ * launcher copies into its kernels' arguments). This header names no CUDA
+ * or NCCL type: streams travel as void *.
  *
  * What a backend may make remotely readable or writable: this rank's
  * receive region (GPU memory) and this rank's shard (HOST_NUMA or GPU
@@ -26,6 +27,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "engram/plugin/routing.h"
 #include "engram/status.h"
 
 #ifdef __cplusplus
@@ -33,7 +35,6 @@ extern "C" {
 #endif
 
 struct engram_transport;
-struct engram_route_shape; /* the routing shape, opaque to a plugin */
 
 typedef struct engram_gpu_launch engram_gpu_launch_t; /* backend state of one attached span */
 
@@ -51,7 +52,7 @@ typedef struct engram_gpu_span {
 /* One fetch. Rows land at recv + rows_off + row * row_bytes. */
 typedef struct engram_gpu_issue {
     size_t size; /* sizeof(engram_gpu_issue_t) */
-    const struct engram_route_shape *shape;
+    const engram_route_shape_t *shape; /* host memory, valid during issue */
     const int64_t *indices; /* device, [num_tokens * entries_per_token] */
     uint32_t num_tokens;
     uint32_t entries_per_token;
