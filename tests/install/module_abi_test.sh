@@ -8,10 +8,9 @@ source "$TEST_SRCDIR/engram/tests/install/installed.sh"
 lib=$PREFIX/lib/libengram.so.0
 lib_exports=$(nm -D --defined-only "$lib" | awk '{print $3}' | sed 's/@.*//' | sort -u)
 # Every function the library defines, hidden ones included, but the
-# header-only utilities of the plugin API (static inline in
-# <engram/plugin/...>), which the built-in loopback and a module each
-# compile a copy of.
-inline_utils=$(cat "$PREFIX"/include/engram/plugin/*.h | tr '\n' ' ' |
+# header-only utilities of the installed headers (static inline), which the
+# built-in loopback and a module each compile a copy of.
+inline_utils=$(cat "$PREFIX"/include/engram/*.h "$PREFIX"/include/engram/plugin/*.h | tr '\n' ' ' |
     grep -oE '(static inline|ENGRAM_HOST_DEVICE) [^;{(]*[^A-Za-z0-9_](engram_[A-Za-z0-9_]+)[[:space:]]*\(' |
     sed -E 's/.*[^A-Za-z0-9_](engram_[A-Za-z0-9_]+)[[:space:]]*\($/\1/' | sort -u)
 lib_functions=$(nm "$lib" | awk '$2 ~ /^[Tt]$/ {print $3}' | sed 's/\..*//' | grep -E '^(engram_|fork_|callbacks_|config_)' |

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "engram/backend.h"
 #include "engram/log.h"
 #include "engram/plugin/config.h"
 #include "engram/plugin/gpu_launcher.h"
@@ -28,20 +29,8 @@
 extern "C" {
 #endif
 
-/* Capability bits. */
-#define ENGRAM_CAP_HOST_INITIATED (1u << 0) /* gets posted by the CPU through ops->get */
-#define ENGRAM_CAP_GPU_INITIATED (1u << 1)  /* gets posted by a kernel (fetch launcher) */
-#define ENGRAM_CAP_HYBRID (1u << 2)         /* supports ENGRAM_REG_NODE_SPAN regions */
-#define ENGRAM_CAP_CROSS_HOST (1u << 3)     /* peers may live on other hosts */
-/* Gets complete only while the owner's CPU calls into the transport (e.g.
- * UCX emulating RMA with active messages on shm/TCP): owners must call
- * ops->progress until every peer's gets are done. */
-#define ENGRAM_CAP_OWNER_PROGRESS (1u << 4)
-/* Every get is moved by a host thread of the transport's (e.g. NCCL's GIN
- * proxy, where no NIC offers GPU-initiated networking): correct, but far
- * slower than the transport's fast path. transport=auto passes over a
- * backend whose open reports it, for the next one; naming it still runs it. */
-#define ENGRAM_CAP_HOST_PROXIED (1u << 5)
+/* Capability bits (ENGRAM_CAP_*) and memory kinds: <engram/backend.h>,
+ * where applications read them too (engram_backend_list_get). */
 
 #define ENGRAM_GET_AGGREGATE (1u << 0) /* do not ring the doorbell for this get */
 
