@@ -15,8 +15,7 @@ enum { MAX_PLUGINS = 32 };
 engram_config_keyset_t engram_transport_keys(const engram_transport_ops_t *ops)
 {
     engram_config_keyset_t set = {ops != NULL ? ops->name : "", NULL, 0};
-    size_t end = offsetof(engram_transport_ops_t, num_config_keys) + sizeof(ops->num_config_keys);
-    if (ops != NULL && ops->size >= end && ops->config_keys != NULL) {
+    if (ops != NULL && ops->config_keys != NULL) {
         set.keys = ops->config_keys;
         set.count = ops->num_config_keys;
     }

@@ -111,8 +111,10 @@ int main(int argc, char **argv)
     old.size = 1;
     CHECK_ERROR(engram_backend_list_get(list, 0, &old), ENGRAM_ERR_INVALID, "out->size is 1");
     engram_backend_info_t b = {.size = sizeof(b)};
-    CHECK_ERROR(engram_backend_list_get(list, engram_backend_list_count(list), &b), ENGRAM_ERR_INVALID,
-                "backend 17 of a list of 17");
+    char past[64];
+    snprintf(past, sizeof(past), "backend %d of a list of %d", engram_backend_list_count(list),
+             engram_backend_list_count(list));
+    CHECK_ERROR(engram_backend_list_get(list, engram_backend_list_count(list), &b), ENGRAM_ERR_INVALID, past);
     CHECK_ERROR(engram_backend_list_get(list, -1, &b), ENGRAM_ERR_INVALID, "backend -1 of");
     CHECK_ERROR(engram_backend_list_get(NULL, 0, &b), ENGRAM_ERR_INVALID, "list and out must not be NULL");
     engram_backend_list_destroy(list);

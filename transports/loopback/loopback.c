@@ -434,7 +434,6 @@ static void loopback_close(engram_transport_t *t)
 }
 
 const engram_transport_ops_t engram_loopback_ops = {
-    .size = sizeof(engram_transport_ops_t),
     .name = "loopback",
     .available = loopback_available,
     .open = loopback_open,

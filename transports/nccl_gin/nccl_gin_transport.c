@@ -230,7 +230,6 @@ static void nccl_gin_close(engram_transport_t *t)
  * tables on a transport without ENGRAM_CAP_HOST_INITIATED, and GPU tables
  * go through the launcher. */
 const engram_transport_ops_t engram_nccl_gin_ops = {
-    .size = sizeof(engram_transport_ops_t),
     .name = "nccl_gin",
     .available = nccl_gin_available,
     .open = nccl_gin_open,

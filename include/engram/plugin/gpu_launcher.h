@@ -39,7 +39,7 @@ struct engram_transport;
 typedef struct engram_gpu_launch engram_gpu_launch_t; /* backend state of one attached span */
 
 typedef struct engram_gpu_span {
-    size_t size;          /* sizeof(engram_gpu_span_t) */
+    size_t size;          /* sizeof(engram_gpu_span_t), the library's */
     void *recv;           /* this rank's receive region */
     uint64_t recv_bytes;
     void *shard;          /* this rank's shard; routing's src_off (intra 0) addresses it */
@@ -51,7 +51,7 @@ typedef struct engram_gpu_span {
 
 /* One fetch. Rows land at recv + rows_off + row * row_bytes. */
 typedef struct engram_gpu_issue {
-    size_t size; /* sizeof(engram_gpu_issue_t) */
+    size_t size; /* sizeof(engram_gpu_issue_t), the library's */
     const engram_route_shape_t *shape; /* host memory, valid during issue */
     const int64_t *indices; /* device, [num_tokens * entries_per_token] */
     uint32_t num_tokens;
@@ -68,8 +68,8 @@ typedef struct engram_gpu_issue {
     int slot; /* < span num_slots; this fetch's requests */
 } engram_gpu_issue_t;
 
+/* Of the plugin's transport ABI version, as engram_transport_ops_t. */
 typedef struct engram_gpu_launcher_ops {
-    size_t size; /* sizeof(engram_gpu_launcher_ops_t) at the time the backend was built */
     /* Collective: makes the span remotely readable (e.g. a window) and the
      * device-side state the kernels need; the same status on every rank. */
     engram_status_t (*attach)(struct engram_transport *t, const engram_gpu_span_t *span, engram_gpu_launch_t **out);

@@ -156,8 +156,10 @@ static inline engram_status_t engram_get_args_status(const char *who, int queue,
     return ENGRAM_OK;
 }
 
+/* The ops of transport ABI version ENGRAM_TRANSPORT_ABI_VERSION
+ * (<engram/plugin/plugin.h>): a fixed set of fields; a new one makes a new
+ * version. */
 typedef struct engram_transport_ops {
-    size_t size; /* sizeof(engram_transport_ops_t) at the time the backend was built */
     const char *name;
     /* Whether this machine and group can run it; on false *why names the
      * reason (static or transport-owned string). May be collective
@@ -188,11 +190,11 @@ typedef struct engram_transport_ops {
      * (e.g. UCX lanes), written into buf. */
     void (*describe)(const engram_transport_t *t, char *buf, size_t len);
     void (*close)(engram_transport_t *t);
-    /* Optional, may be NULL (check ops->size first): serve peers' gets and
+    /* Optional, may be NULL: serve peers' gets and
      * advance every queue. Needed with ENGRAM_CAP_OWNER_PROGRESS. Must not
      * run concurrently with any other call on the transport. */
     engram_status_t (*progress)(engram_transport_t *t);
-    /* Optional, may be NULL (check ops->size first). Collective, as
+    /* Optional, may be NULL. Collective, as
      * reg_symmetric, but the transport provides the memory: for lanes that
      * read only memory they allocated themselves (UCX's posix and sysv), so
      * peers' gets need no owner CPU. Every rank passes the same
@@ -208,10 +210,10 @@ typedef struct engram_transport_ops {
     engram_status_t (*alloc_symmetric)(engram_transport_t *t, const engram_segment_params_t *params,
                                        engram_reg_span_t span, engram_region_t **out, void **addr,
                                        uint32_t *region_flags);
-    /* Optional, may be NULL (check ops->size first): the fetch launcher of
+    /* Optional, may be NULL: the fetch launcher of
      * a GPU-initiated backend (ENGRAM_CAP_GPU_INITIATED; engram/plugin/gpu_launcher.h). */
     const struct engram_gpu_launcher_ops *gpu_launcher;
-    /* Optional, may be NULL (check ops->size first): the configuration keys
+    /* Optional, may be NULL: the configuration keys
      * this transport declares (its own, never a core key). Their values
      * come from ENGRAM_<KEY>, the config file and engram_config_set like
      * the core keys', are checked against this table when the transports
