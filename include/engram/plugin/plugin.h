@@ -10,12 +10,17 @@
  *   engram_gpu_launcher_ops_t, and what the library hands their functions):
  *   the transport ABI version, ENGRAM_TRANSPORT_ABI_VERSION, carried only
  *   by the entry symbol's name, engram_transport_plugin_v<N>. Each version
- *   is one fixed set of structs: nothing is appended to them, no field says
- *   how long they are, and a change is a new version with a new symbol.
+ *   is one fixed set of structs: nothing is appended to them, the ops and
+ *   launcher a plugin fills carry no size, and a change is a new version
+ *   with a new symbol. (The structs the library fills in and hands over,
+ *   the configuration view, a span, an issue, segment parameters, state
+ *   the library's sizeof in their size field; within a version it is
+ *   fixed, so a plugin need not check it.)
  *   The loader reads the newest symbol it knows; a plugin of the previous
  *   version is converted into the current structs, field by field, before
- *   anything of it is used (hal/plugin_v3.c), as NCCL converts its net
- *   plugins; older ones are refused with their version named.
+ *   anything of it is used (the library keeps that version's structs
+ *   frozen), as NCCL converts its net plugins; older ones are refused with
+ *   their version named.
  * - What a plugin calls of the library (the services of <engram/plugin/...>
  *   marked ENGRAM_PLUGIN_API, and <engram/log.h>): the ELF version node of
  *   libengram.so.0 they are exported in, ENGRAM_PLUGIN_0.<minor>. A plugin
