@@ -84,8 +84,7 @@ bool engram_context_needs_progress(const engram_context_t *ctx)
 
 const engram_gpu_launcher_ops_t *engram_context_gpu_launcher(const engram_context_t *ctx)
 {
-    if (!(ctx->caps.flags & ENGRAM_CAP_GPU_INITIATED) ||
-        ctx->ops->size < offsetof(engram_transport_ops_t, gpu_launcher) + sizeof(ctx->ops->gpu_launcher))
+    if (!(ctx->caps.flags & ENGRAM_CAP_GPU_INITIATED))
         return NULL;
     return ctx->ops->gpu_launcher;
 }
@@ -105,9 +104,7 @@ uint32_t engram_context_reg_flags(const engram_context_t *ctx)
 
 void engram_context_hold_progress(engram_context_t *ctx, uint32_t region_flags, int delta)
 {
-    if (!(region_flags & ENGRAM_REGION_OWNER_PROGRESS) ||
-        ctx->ops->size < offsetof(engram_transport_ops_t, progress) + sizeof(ctx->ops->progress) ||
-        ctx->ops->progress == NULL)
+    if (!(region_flags & ENGRAM_REGION_OWNER_PROGRESS) || ctx->ops->progress == NULL)
         return;
     int before = ctx->progress_regions;
     ctx->progress_regions += delta;

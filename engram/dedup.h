@@ -29,7 +29,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "hal/routing.h"
+#include "engram/plugin/routing.h"
 #include "hal/status.h"
 
 enum { ENGRAM_DEDUP_SAMPLE = 512 };

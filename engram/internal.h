@@ -7,7 +7,7 @@
 #include <string.h>
 #include "engram/dedup.h"
 #include "engram/engram.h"
-#include "hal/routing.h"
+#include "engram/plugin/routing.h"
 #include "hal/config_keys.h"
 #include "engram/plugin/transport.h"
 

@@ -163,8 +163,7 @@ static engram_status_t alloc_segment(const engram_config_t *cfg, uint64_t bytes,
  * keeps them too, as only host segments promise huge pages. */
 static bool shard_from_transport(const engram_context_t *ctx)
 {
-    return ctx->ops->size >= offsetof(engram_transport_ops_t, alloc_symmetric) + sizeof(ctx->ops->alloc_symmetric) &&
-           ctx->ops->alloc_symmetric != NULL && ctx->cfg.mode != ENGRAM_MODE_HYBRID &&
+    return ctx->ops->alloc_symmetric != NULL && ctx->cfg.mode != ENGRAM_MODE_HYBRID &&
            ctx->cfg.huge_pages != ENGRAM_HUGE_ON;
 }
 

@@ -5,7 +5,8 @@
  * Lifetime: an accepted plugin is never dlclose()d. Its ops (and the
  * transports, regions and requests they created) may be in use anywhere in
  * the process, and nothing counts those users, so it stays mapped until the
- * process exits. Only a refused plugin, whose ops were never handed out, is
+ * process exits; so do the current-version ops an older plugin's were
+ * converted into. Only a refused plugin, whose ops were never handed out, is
  * closed again. */
 #include <dirent.h>
 #include <elf.h>
@@ -22,10 +23,8 @@
 #include <unistd.h>
 
 #include "hal/log.h"
+#include "hal/plugin_v3.h"
 #include "hal/registry.h"
-
-/* The ops fields this library calls: everything up to and including close. */
-#define OPS_MIN_SIZE (offsetof(engram_transport_ops_t, close) + sizeof(((engram_transport_ops_t *)0)->close))
 
 /* What every transport provides. */
 #define MANDATORY_OPS(X) X(available) X(open) X(caps) X(close)
@@ -33,15 +32,6 @@
  * with a fetch launcher) none of it. */
 #define HOST_OPS(X) X(reg_symmetric) X(reg_local) X(dereg) X(get) X(flush) X(test) X(request_free)
 #define LAUNCHER_OPS(X) X(attach) X(issue) X(wait) X(detach)
-#define LAUNCHER_MIN_SIZE                                                                                      \
-    (offsetof(engram_gpu_launcher_ops_t, detach) + sizeof(((engram_gpu_launcher_ops_t *)0)->detach))
-
-/* The plugin's fetch launcher, NULL when it has none or predates the field. */
-static const engram_gpu_launcher_ops_t *plugin_launcher(const engram_transport_ops_t *ops)
-{
-    size_t end = offsetof(engram_transport_ops_t, gpu_launcher) + sizeof(ops->gpu_launcher);
-    return ops->size >= end ? ops->gpu_launcher : NULL;
-}
 
 static engram_status_t check_functions(const engram_transport_ops_t *ops, const char *file)
 {
@@ -51,7 +41,7 @@ static engram_status_t check_functions(const engram_transport_ops_t *ops, const 
                             "provide it", file);
     MANDATORY_OPS(CHECK_MANDATORY)
 #undef CHECK_MANDATORY
-    const engram_gpu_launcher_ops_t *l = plugin_launcher(ops);
+    const engram_gpu_launcher_ops_t *l = ops->gpu_launcher;
     int host = 0, host_total = 0;
 #define COUNT_HOST(fn) host += ops->fn != NULL, host_total++;
     HOST_OPS(COUNT_HOST)
@@ -67,10 +57,6 @@ static engram_status_t check_functions(const engram_transport_ops_t *ops, const 
     }
     if (l == NULL)
         return ENGRAM_OK;
-    if (l->size < LAUNCHER_MIN_SIZE)
-        return ENGRAM_ERROR(ENGRAM_ERR_VERSION, "plugin %s: gpu_launcher->size is %zu bytes, this library needs at "
-                                                "least %zu (built against an older <engram/plugin/gpu_launcher.h>)",
-                            file, l->size, (size_t)LAUNCHER_MIN_SIZE);
 #define CHECK_LAUNCHER(fn)                                                                                     \
     if (l->fn == NULL)                                                                                         \
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s: gpu_launcher->" #fn " is NULL but a fetch launcher " \
@@ -112,38 +98,83 @@ static bool path_next(const char **rest, const char **entry, size_t *len)
     return true;
 }
 
-/* The record of the newest transport ABI version `handle` exports that
- * this library knows (<engram/plugin/plugin.h>): version 3, else version 2
- * (whose ops are read the same way), else an error naming what it has. */
-static engram_status_t plugin_record(void *handle, const char *file, const engram_transport_plugin_t **out)
+/* The accepted plugins of an older transport ABI version and their
+ * converted ops: loading one again (dlopen hands back the same handle)
+ * yields the same ops, as for a current one. Kept for the process, as the
+ * plugins are. */
+typedef struct converted_plugin {
+    void *handle;
+    const engram_transport_ops_t *ops;
+    struct converted_plugin *next;
+} converted_plugin_t;
+
+static converted_plugin_t *converted_plugins;
+static pthread_mutex_t converted_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const engram_transport_ops_t *converted_find(void *handle)
 {
+    pthread_mutex_lock(&converted_lock);
+    const converted_plugin_t *c = converted_plugins;
+    while (c != NULL && c->handle != handle)
+        c = c->next;
+    pthread_mutex_unlock(&converted_lock);
+    return c != NULL ? c->ops : NULL;
+}
+
+static engram_status_t converted_keep(void *handle, const engram_transport_ops_t *ops, const char *file)
+{
+    converted_plugin_t *c = malloc(sizeof(*c));
+    if (c == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "plugin %s: out of memory keeping its converted ops", file);
+    pthread_mutex_lock(&converted_lock);
+    *c = (converted_plugin_t){handle, ops, converted_plugins};
+    converted_plugins = c;
+    pthread_mutex_unlock(&converted_lock);
+    return ENGRAM_OK;
+}
+
+/* The ops `handle` exports under the newest transport ABI version's symbol
+ * this library knows (<engram/plugin/plugin.h>): version 4's as they are,
+ * version 3's or 2's converted (*converted then owns them, unless an
+ * earlier load converted them already), else an error naming the symbols
+ * it looked for. */
+static engram_status_t plugin_ops(void *handle, const char *file, const engram_transport_ops_t **out,
+                                  engram_transport_ops_t **converted)
+{
+    const engram_transport_ops_t *const *current = dlsym(handle, ENGRAM_TRANSPORT_PLUGIN_SYMBOL);
+    if (current != NULL) {
+        if (*current == NULL)
+            return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s: %s points to no ops", file,
+                                ENGRAM_TRANSPORT_PLUGIN_SYMBOL);
+        *out = *current;
+        return ENGRAM_OK;
+    }
     static const struct {
         const char *symbol;
         uint32_t version;
-    } known[] = {
-        {ENGRAM_TRANSPORT_PLUGIN_SYMBOL, ENGRAM_TRANSPORT_ABI_VERSION},
+    } older[] = {
+        {ENGRAM_TRANSPORT_PLUGIN_SYMBOL_V3, ENGRAM_TRANSPORT_ABI_VERSION_V3},
         {ENGRAM_TRANSPORT_PLUGIN_SYMBOL_V2, ENGRAM_TRANSPORT_ABI_VERSION_V2},
     };
-    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
-        const engram_transport_plugin_t *plugin = dlsym(handle, known[i].symbol);
-        if (plugin == NULL)
+    for (size_t i = 0; i < sizeof(older) / sizeof(older[0]); i++) {
+        const engram_transport_plugin_v3_t *record = dlsym(handle, older[i].symbol);
+        if (record == NULL)
             continue;
-        if (plugin->abi_version != known[i].version)
-            return ENGRAM_ERROR(ENGRAM_ERR_VERSION,
-                                "plugin %s exports %s with transport ABI version %u; that symbol is version %u's "
-                                "(this library reads versions %u and %u)",
-                                file, known[i].symbol, plugin->abi_version, known[i].version,
-                                ENGRAM_TRANSPORT_ABI_VERSION_V2, ENGRAM_TRANSPORT_ABI_VERSION);
-        if (known[i].version != ENGRAM_TRANSPORT_ABI_VERSION)
-            ENGRAM_INFO("plugin %s is of transport ABI version %u (%s); read as version %u", file,
-                        known[i].version, known[i].symbol, ENGRAM_TRANSPORT_ABI_VERSION);
-        *out = plugin;
+        if ((*out = converted_find(handle)) != NULL)
+            return ENGRAM_OK;
+        engram_status_t st = engram_plugin_from_v3(record, older[i].version, file, converted);
+        if (st != ENGRAM_OK)
+            return st;
+        ENGRAM_INFO("plugin %s is of transport ABI version %u (%s); converted to version %u", file,
+                    older[i].version, older[i].symbol, ENGRAM_TRANSPORT_ABI_VERSION);
+        *out = *converted;
         return ENGRAM_OK;
     }
     return ENGRAM_ERROR(ENGRAM_ERR_INVALID,
-                        "plugin %s exports neither %s (transport ABI version %u) nor %s (version %u), so it is not "
-                        "an engram transport this library can load",
+                        "plugin %s exports none of %s (transport ABI version %u), %s (version %u) and %s (version "
+                        "%u), so it is not an engram transport this library can load",
                         file, ENGRAM_TRANSPORT_PLUGIN_SYMBOL, ENGRAM_TRANSPORT_ABI_VERSION,
+                        ENGRAM_TRANSPORT_PLUGIN_SYMBOL_V3, ENGRAM_TRANSPORT_ABI_VERSION_V3,
                         ENGRAM_TRANSPORT_PLUGIN_SYMBOL_V2, ENGRAM_TRANSPORT_ABI_VERSION_V2);
 }
 
@@ -151,32 +182,28 @@ static engram_status_t plugin_record(void *handle, const char *file, const engra
 static engram_status_t plugin_check(void *handle, const char *file, const char *name,
                                     const engram_transport_ops_t **out)
 {
-    const engram_transport_plugin_t *plugin = NULL;
-    engram_status_t rst = plugin_record(handle, file, &plugin);
-    if (rst != ENGRAM_OK)
-        return rst;
-    const engram_transport_ops_t *ops = plugin->ops;
-    if (ops == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s: its record's ops is NULL", file);
-    if (ops->size < OPS_MIN_SIZE)
-        return ENGRAM_ERROR(ENGRAM_ERR_VERSION,
-                            "plugin %s: ops->size is %zu bytes, this library needs at least %zu "
-                            "(built against an older <engram/plugin/transport.h>)",
-                            file, ops->size, (size_t)OPS_MIN_SIZE);
-    if (ops->name == NULL || strcmp(ops->name, name) != 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s: ops->name is '%s', expected '%s' (from the file name)",
-                            file, ops->name ? ops->name : "(null)", name);
-    engram_status_t st = check_functions(ops, file);
-    if (st != ENGRAM_OK)
+    const engram_transport_ops_t *ops = NULL;
+    engram_transport_ops_t *converted = NULL;
+    engram_status_t st = plugin_ops(handle, file, &ops, &converted);
+    if (st == ENGRAM_OK && (ops->name == NULL || strcmp(ops->name, name) != 0))
+        st = ENGRAM_ERROR(ENGRAM_ERR_INVALID, "plugin %s: ops->name is '%s', expected '%s' (from the file name)",
+                          file, ops->name ? ops->name : "(null)", name);
+    if (st == ENGRAM_OK)
+        st = check_functions(ops, file);
+    if (st == ENGRAM_OK) {
+        char owner[PATH_MAX + 16];
+        snprintf(owner, sizeof(owner), "plugin %s", file);
+        engram_config_keyset_t keys = engram_transport_keys(ops);
+        keys.owner = owner;
+        st = engram_config_check_decls(&keys);
+    }
+    if (st == ENGRAM_OK && converted != NULL)
+        st = converted_keep(handle, converted, file);
+    if (st != ENGRAM_OK) {
+        free(converted);
         return st;
-    char owner[PATH_MAX + 16];
-    snprintf(owner, sizeof(owner), "plugin %s", file);
-    engram_config_keyset_t keys = engram_transport_keys(ops);
-    keys.owner = owner;
-    st = engram_config_check_decls(&keys);
-    if (st != ENGRAM_OK)
-        return st;
-    *out = ops;
+    }
+    *out = ops; /* a converted one is kept while the plugin is: for good */
     return ENGRAM_OK;
 }
 

@@ -57,7 +57,7 @@ engram_status_t engram_registry_select_excluding(engram_group_t *group, const en
  * (engram_config_check_keys). */
 engram_status_t engram_registry_check_keys(const engram_config_t *cfg, const engram_builtin_table_t *builtins);
 
-/* The keys `ops` declares (none when its ops predate the field). */
+/* The keys `ops` declares. */
 engram_config_keyset_t engram_transport_keys(const engram_transport_ops_t *ops);
 
 /* ops->open with the view of cfg that holds ops' own keys. */

@@ -18,8 +18,7 @@ engram_config_keyset_t engram_transport_keys(const engram_transport_ops_t *ops)
 {
     const char *name = ops != NULL && ops->name != NULL ? ops->name : "";
     engram_config_keyset_t set = {name, NULL, 0, name};
-    size_t end = offsetof(engram_transport_ops_t, num_config_keys) + sizeof(ops->num_config_keys);
-    if (ops != NULL && ops->size >= end && ops->config_keys != NULL) {
+    if (ops != NULL && ops->config_keys != NULL) {
         set.keys = ops->config_keys;
         set.count = ops->num_config_keys;
     }

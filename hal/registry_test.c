@@ -47,16 +47,13 @@ static bool fake_ucx_available(engram_group_t *group, const char **why)
     return ucx_ok;
 }
 
-static const engram_transport_ops_t fake_loopback = {.size = sizeof(fake_loopback), .name = "loopback",
-                                                     .available = fake_loopback_available};
-static const engram_transport_ops_t fake_mlx5dv = {.size = sizeof(fake_mlx5dv), .name = "mlx5dv",
-                                                   .available = fake_mlx5dv_available};
+static const engram_transport_ops_t fake_loopback = {.name = "loopback", .available = fake_loopback_available};
+static const engram_transport_ops_t fake_mlx5dv = {.name = "mlx5dv", .available = fake_mlx5dv_available};
 static const engram_config_key_decl_t fake_ucx_keys[] = {
     {"ucx_window", ENGRAM_CONFIG_INT, "256", "1..65536", "outstanding gets"},
 };
-static const engram_transport_ops_t fake_ucx = {.size = sizeof(fake_ucx), .name = "ucx",
-                                                .available = fake_ucx_available, .config_keys = fake_ucx_keys,
-                                                .num_config_keys = 1};
+static const engram_transport_ops_t fake_ucx = {.name = "ucx", .available = fake_ucx_available,
+                                                .config_keys = fake_ucx_keys, .num_config_keys = 1};
 
 /* Not in priority order, so auto has to sort. */
 static const engram_builtin_t fake_entries[] = {
@@ -247,18 +244,20 @@ static void wait_request(const engram_transport_ops_t *ops, engram_transport_t *
     ops->request_free(t, req);
 }
 
-static void test_plugin_works(engram_group_t *g)
+/* testplug from `dir`: of the current transport ABI version, or of
+ * version 3 (converted by the loader). */
+static void test_plugin_works(engram_group_t *g, const char *dir)
 {
     const engram_transport_ops_t *ops = NULL;
     char path[8192];
-    snprintf(path, sizeof(path), "/nonexistent:%s", plugin_dir);
+    snprintf(path, sizeof(path), "/nonexistent:%s", dir);
     engram_config_t *cfg = config_new("testplug", path);
     CHECK_OK(engram_registry_select(g, cfg, &builtins, &ops));
     CHECK(ops != NULL && strcmp(ops->name, "testplug") == 0);
 
     /* Stays loaded: loading again yields the same ops. */
     const engram_transport_ops_t *again = NULL;
-    CHECK_OK(engram_registry_load_plugin("testplug", plugin_dir, &again));
+    CHECK_OK(engram_registry_load_plugin("testplug", dir, &again));
     CHECK(again == ops);
 
     /* Its own key, read through the view: default 4, then as set. */
@@ -343,18 +342,21 @@ static void test_plugins_refused(void)
         const char *message;
     } refused[] = {
         {"badver", ENGRAM_ERR_VERSION, "exports engram_transport_plugin_v3 with transport ABI version 4; that symbol is "
-                                       "version 3's (this library reads versions 2 and 3)"},
-        {"nosym", ENGRAM_ERR_INVALID, "exports neither engram_transport_plugin_v3 (transport ABI version 3) nor "
-                                      "engram_transport_plugin_v1 (version 2)"},
-        {"noops", ENGRAM_ERR_INVALID, "its record's ops is NULL"},
-        {"small", ENGRAM_ERR_VERSION, "this library needs at least"},
+                                       "version 3's"},
+        {"nosym", ENGRAM_ERR_INVALID, "exports none of engram_transport_plugin_v4 (transport ABI version 4), "
+                                      "engram_transport_plugin_v3 (version 3) and engram_transport_plugin_v1 (version "
+                                      "2)"},
+        {"noops", ENGRAM_ERR_INVALID, "engram_transport_plugin_v4 points to no ops"},
+        {"v3noops", ENGRAM_ERR_INVALID, "its engram_transport_plugin_v3 record's ops is NULL"},
+        {"small", ENGRAM_ERR_VERSION, "ops->size is 64 bytes, a transport ABI version 3 plugin needs at least 112"},
         {"badname", ENGRAM_ERR_INVALID, "ops->name is 'someone_else', expected 'badname'"},
         {"nofns", ENGRAM_ERR_INVALID, "ops->caps is NULL but every transport must provide it"},
         {"gpunofns", ENGRAM_ERR_INVALID, "gpu_launcher->issue is NULL but a fetch launcher must provide it"},
         {"gpumixed", ENGRAM_ERR_INVALID,
          "ops->reg_symmetric is NULL but every transport must provide it (a GPU-initiated one with a "
          "gpu_launcher may leave all 7 host ops NULL)"},
-        {"gpusmall", ENGRAM_ERR_VERSION, "gpu_launcher->size is"},
+        {"gpusmall", ENGRAM_ERR_VERSION, "gpu_launcher->size is 24 bytes, a transport ABI version 3 plugin needs at "
+                                         "least 40"},
         {"badkeys", ENGRAM_ERR_INVALID, "libengram_transport_badkeys.so: default of badkeys_depth: '9' is out of "
                                         "range 0..4"},
         {"badprefix", ENGRAM_ERR_INVALID, "libengram_transport_badprefix.so: config key 'depth' is not named after its "
@@ -373,11 +375,13 @@ static void test_plugins_refused(void)
     const engram_transport_ops_t *gpu = NULL;
     CHECK_OK(engram_registry_load_plugin("gpuonly", plugin_dir, &gpu));
     CHECK(gpu != NULL && gpu->get == NULL && gpu->gpu_launcher != NULL && gpu->gpu_launcher->issue != NULL);
-    /* A plugin of the previous transport ABI version (its record under
-     * engram_transport_plugin_v1) is read as the current one. */
+    /* A plugin of transport ABI version 2 (its record under
+     * engram_transport_plugin_v1), converted: its launcher too. */
     const engram_transport_ops_t *old = NULL;
     CHECK_OK(engram_registry_load_plugin("oldabi", plugin_dir, &old));
-    CHECK(old != NULL && strcmp(old->name, "oldabi") == 0);
+    CHECK(old != NULL && strcmp(old->name, "oldabi") == 0 && old->caps != NULL && old->get == NULL);
+    CHECK(old->gpu_launcher != NULL && old->gpu_launcher->issue != NULL && old->gpu_launcher->detach != NULL);
+    CHECK(old->progress == NULL && old->alloc_symmetric == NULL && old->config_keys == NULL);
 }
 
 static void test_plugin_path_refused(void)
@@ -627,7 +631,14 @@ int main(int argc, char **argv)
     test_builtins(g);
     test_unknown_backend(g);
     test_auto(g);
-    test_plugin_works(g);
+    test_plugin_works(g, plugin_dir);
+    char v3_dir[sizeof(plugin_dir) + 8];
+    snprintf(v3_dir, sizeof(v3_dir), "%s/v3", plugin_dir);
+    test_plugin_works(g, v3_dir);
+    const engram_transport_ops_t *current = NULL, *converted = NULL;
+    CHECK_OK(engram_registry_load_plugin("testplug", plugin_dir, &current));
+    CHECK_OK(engram_registry_load_plugin("testplug", v3_dir, &converted));
+    CHECK(current != converted);
     test_plugins_refused();
     test_plugin_path_refused();
     test_transport_keys(g);

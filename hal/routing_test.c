@@ -1,6 +1,6 @@
 /* Routing decomposition at the boundaries, in both modes, with offsets past
  * 4 GiB; and the flush policy's AGGREGATE pattern. */
-#include "hal/routing.h"
+#include "engram/plugin/routing.h"
 #include "tests/check.h"
 
 static engram_route_shape_t shape(uint64_t epr, uint32_t ranks, uint32_t scaleup, uint64_t row_stride, int hybrid)

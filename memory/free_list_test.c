@@ -2,7 +2,7 @@
  * several blocks; put objects come back before new blocks are taken; sizes
  * whose block would overflow are refused, not wrapped; destroy leaves
  * nothing behind (ASan's leak check) and the list usable. */
-#include "memory/free_list.h"
+#include "engram/plugin/free_list.h"
 
 #include <stdalign.h>
 #include <stdint.h>

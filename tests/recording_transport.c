@@ -159,7 +159,6 @@ static void rec_close(engram_transport_t *t)
 }
 
 const engram_transport_ops_t recording_transport_ops = {
-    .size = sizeof(engram_transport_ops_t),
     .name = "recording",
     .available = rec_available,
     .open = rec_open,

@@ -1,4 +1,4 @@
-// The GPU fetch: route every row with hal/routing.h (the host path's own
+// The GPU fetch: route every row with engram/plugin/routing.h (the host path's own
 // header) and copy it straight out of the mapped shards of this node; rows
 // owned by other nodes are left for the host transport's staged copy, which
 // engram_fetch_wait_impl places afterwards on the same stream. Each thread

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 #include "engram/gpu/hot_hash.h"
-#include "hal/routing.h"
+#include "engram/plugin/routing.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -18,7 +18,7 @@
  *   2. the host waits for that copy: fetch_on_stream returns only after the
  *      work queued earlier on the stream has run, plus one device-to-host
  *      copy of 8 bytes per row -- the cost of routing on the host;
- *   3. (issue_host) the host routes every row (hal/routing.h) and issues
+ *   3. (issue_host) the host routes every row (engram/plugin/routing.h) and issues
  *      one get per row of another node into the slot's staging, compacted,
  *      with the host fetch's flush policy (engram_fetch_get_row,
  *      engram_fetch_flush);

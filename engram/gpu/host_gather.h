@@ -71,7 +71,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "hal/routing.h"
+#include "engram/plugin/routing.h"
 #include "hal/status.h"
 
 /* What a stream can be asked to do, in its order. Each returns NULL, or
@@ -104,7 +104,7 @@ typedef struct engram_gather_stream_ops {
     const char *(*drain)(void *stream);
 } engram_gather_stream_ops_t;
 
-/* Where a table's rows are, for the pool: the routing of hal/routing.h over
+/* Where a table's rows are, for the pool: the routing of engram/plugin/routing.h over
  * the node's shards mapped back to back (the GPU kernel's addressing). */
 typedef struct engram_gather_source {
     engram_route_shape_t shape;

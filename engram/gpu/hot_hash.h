@@ -7,7 +7,7 @@
 #define ENGRAM_GPU_HOT_HASH_H
 
 #include <stdint.h>
-#include "hal/routing.h" /* ENGRAM_HOST_DEVICE */
+#include "engram/plugin/routing.h" /* ENGRAM_HOST_DEVICE */
 
 #define ENGRAM_HOT_EMPTY ((int64_t)-1) /* a free key (row indices are >= 0) */
 #define ENGRAM_HOT_MISS UINT32_MAX

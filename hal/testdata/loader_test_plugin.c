@@ -1,36 +1,44 @@
 /* Plugins for the loader's checks, one per build define (hal/BUILD.bazel
- * builds each as libengram_transport_<name>.so). Refused:
- *   BROKEN_BADVER   the current symbol with another transport ABI version
- *   BROKEN_NOSYM    exports no entry symbol the loader knows
- *   BROKEN_NOOPS    exports the symbol with ops NULL
- *   BROKEN_SMALL    ops->size smaller than the fields the library calls
- *   BROKEN_NAME     ops->name differs from the file's name
- *   BROKEN_NOFNS    ops lacking mandatory functions (caps onwards)
+ * builds each as libengram_transport_<name>.so). Of the current transport
+ * ABI version unless said otherwise. Refused:
+ *   BROKEN_NOSYM    nosym: exports no entry symbol the loader knows
+ *   BROKEN_NOOPS    noops: the entry symbol points to no ops
+ *   BROKEN_NAME     badname: ops->name differs from the file's name
+ *   BROKEN_NOFNS    nofns: ops lacking mandatory functions (caps onwards)
  *   LAUNCHER_NOFNS  gpunofns: a gpu_launcher lacking issue
  *   LAUNCHER_MIXED  gpumixed: a gpu_launcher and only some host ops
- *   LAUNCHER_SMALL  gpusmall: a gpu_launcher whose size predates its functions
  *   BROKEN_KEYS     badkeys: a config key table whose default is out of range
  *   BROKEN_PREFIX   badprefix: a config key not named badprefix_<rest>
+ *   BROKEN_BADVER   badver: version 3's symbol with another version in its record
+ *   BROKEN_V3_NOOPS v3noops: version 3's record with ops NULL
+ *   BROKEN_SMALL    small: version 3's ops->size short of the fields it had
+ *   LAUNCHER_SMALL  gpusmall: version 3's gpu_launcher->size short of its functions
  * Accepted:
  *   LAUNCHER_OK     gpuonly: a gpu_launcher and no host op (GPU-initiated)
- *   OLD_ABI         oldabi: transport ABI version 2 (engram_transport_plugin_v1)
- * The loader checks in order (version, ops, size, name, functions), so
- * only the NOFNS and LAUNCHER variants need functions; none is ever called. */
+ *   OLD_ABI         oldabi: a GPU-initiated plugin of version 2
+ *                   (engram_transport_plugin_v1), converted
+ * The loader checks in order (symbol, version, ops, sizes, name,
+ * functions), so only the NOFNS and LAUNCHER variants need functions; none
+ * is ever called. */
 #include <engram/plugin/plugin.h>
+
+#include "hal/plugin_v3.h"
 
 #if defined(BROKEN_NOSYM)
 /* Exported, but under a name the loader does not look for. */
-ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v0 = {ENGRAM_TRANSPORT_ABI_VERSION, NULL};
+ENGRAM_API const engram_transport_ops_t *const engram_transport_plugin_v0 = NULL;
 #elif defined(BROKEN_NOOPS)
-ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v3 = {ENGRAM_TRANSPORT_ABI_VERSION, NULL};
+ENGRAM_API const engram_transport_ops_t *const engram_transport_plugin_v4 = NULL;
+#elif defined(BROKEN_V3_NOOPS)
+ENGRAM_API const engram_transport_plugin_v3_t engram_transport_plugin_v3 = {ENGRAM_TRANSPORT_ABI_VERSION_V3, NULL};
 #else
 
 #if defined(BROKEN_BADVER)
 #define PLUGIN_NAME "badver"
-#define PLUGIN_ABI (ENGRAM_TRANSPORT_ABI_VERSION + 1)
+#define V3_ABI (ENGRAM_TRANSPORT_ABI_VERSION_V3 + 1)
 #elif defined(BROKEN_SMALL)
 #define PLUGIN_NAME "small"
-#define PLUGIN_SIZE offsetof(engram_transport_ops_t, get)
+#define V3_SIZE offsetof(engram_transport_ops_v3_t, get)
 #elif defined(BROKEN_NAME)
 #define PLUGIN_NAME "someone_else"
 #elif defined(BROKEN_NOFNS)
@@ -50,18 +58,15 @@ ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v3 = {ENGRAM_
 #elif defined(OLD_ABI)
 #define PLUGIN_NAME "oldabi"
 #endif
+/* Exported as a version 3 (or 2) record of hal/plugin_v3.h's structs. */
+#if defined(BROKEN_BADVER) || defined(BROKEN_SMALL) || defined(LAUNCHER_SMALL) || defined(OLD_ABI)
+#define OLDER 1
+#endif
 /* BROKEN_KEYS and BROKEN_PREFIX have a sound launcher, so only their key
- * tables are wrong; OLD_ABI is a sound GPU-initiated plugin but for its
- * record's version. */
+ * tables are wrong; OLD_ABI is a sound GPU-initiated plugin of version 2. */
 #if defined(LAUNCHER_OK) || defined(LAUNCHER_NOFNS) || defined(LAUNCHER_MIXED) || defined(LAUNCHER_SMALL) || \
     defined(BROKEN_KEYS) || defined(BROKEN_PREFIX) || defined(OLD_ABI)
 #define WITH_LAUNCHER 1
-#endif
-#ifndef PLUGIN_ABI
-#define PLUGIN_ABI ENGRAM_TRANSPORT_ABI_VERSION
-#endif
-#ifndef PLUGIN_SIZE
-#define PLUGIN_SIZE sizeof(engram_transport_ops_t)
 #endif
 
 static bool never_available(engram_group_t *group, const char **why)
@@ -113,11 +118,15 @@ static void no_detach(engram_gpu_launch_t *l)
     (void)l;
 }
 
-static const engram_gpu_launcher_ops_t launcher = {
+#ifdef OLDER
+static const engram_gpu_launcher_ops_v3_t launcher = {
 #if defined(LAUNCHER_SMALL)
-    .size = offsetof(engram_gpu_launcher_ops_t, wait),
+    .size = offsetof(engram_gpu_launcher_ops_v3_t, wait),
 #else
-    .size = sizeof(engram_gpu_launcher_ops_t),
+    .size = sizeof(engram_gpu_launcher_ops_v3_t),
+#endif
+#else
+static const engram_gpu_launcher_ops_t launcher = {
 #endif
     .attach = no_attach,
 #if !defined(LAUNCHER_NOFNS)
@@ -151,8 +160,15 @@ static const engram_config_key_decl_t bad_keys[] = {
 };
 #endif
 
+#ifdef OLDER
+#ifndef V3_SIZE
+#define V3_SIZE sizeof(engram_transport_ops_v3_t)
+#endif
+static const engram_transport_ops_v3_t ops = {
+    .size = V3_SIZE,
+#else
 static const engram_transport_ops_t ops = {
-    .size = PLUGIN_SIZE,
+#endif
     .name = PLUGIN_NAME,
     .available = never_available,
     .open = never_open,
@@ -171,8 +187,13 @@ static const engram_transport_ops_t ops = {
 };
 
 #if defined(OLD_ABI)
-ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v1 = {ENGRAM_TRANSPORT_ABI_VERSION_V2, &ops};
+ENGRAM_API const engram_transport_plugin_v3_t engram_transport_plugin_v1 = {ENGRAM_TRANSPORT_ABI_VERSION_V2, &ops};
+#elif defined(OLDER)
+#ifndef V3_ABI
+#define V3_ABI ENGRAM_TRANSPORT_ABI_VERSION_V3
+#endif
+ENGRAM_API const engram_transport_plugin_v3_t engram_transport_plugin_v3 = {V3_ABI, &ops};
 #else
-ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v3 = {PLUGIN_ABI, &ops};
+ENGRAM_TRANSPORT_PLUGIN(ops);
 #endif
 #endif

@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "engram/backend.h"
 #include "engram/config.h"
 #include "engram/group.h"
 #include "engram/status.h"

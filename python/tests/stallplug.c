@@ -144,7 +144,6 @@ static void sp_close(engram_transport_t *t)
 }
 
 static const engram_transport_ops_t sp_ops = {
-    .size = sizeof(engram_transport_ops_t),
     .name = "stallplug",
     .available = sp_available,
     .open = sp_open,

@@ -82,8 +82,8 @@ static size_t header_end(const blob_t *b)
 
 static bool ctl_well_formed(const plugin_fuzz_ctl_t *c)
 {
-    size_t min = offsetof(engram_transport_ops_t, close) + sizeof(void (*)(void));
-    return c->abi_version == ENGRAM_TRANSPORT_ABI_VERSION && !c->ops_null && plugin_fuzz_ops_size(c) >= min &&
+    size_t min = offsetof(engram_transport_ops_v3_t, close) + sizeof(void (*)(void));
+    return c->abi_version == ENGRAM_TRANSPORT_ABI_VERSION_V3 && !c->ops_null && plugin_fuzz_ops_size(c) >= min &&
            (c->fn_mask & PLUGIN_FUZZ_ALL_FNS) == PLUGIN_FUZZ_ALL_FNS && !(c->fn_mask & PLUGIN_FUZZ_NAME_NULL) &&
            strncmp(c->name, "x", sizeof(c->name)) == 0;
 }

@@ -1,11 +1,11 @@
 /* Control record shared by the plugin fuzz target and its template plugin:
- * how the template fills its exported engram_transport_plugin_t. */
+ * how the template fills its exported engram_transport_plugin_v3_t. */
 #ifndef ENGRAM_TESTS_FUZZ_PLUGIN_FUZZ_CTL_H
 #define ENGRAM_TESTS_FUZZ_PLUGIN_FUZZ_CTL_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include "engram/plugin/transport.h"
+#include "hal/plugin_v3.h"
 
 #define PLUGIN_FUZZ_FN(i) (1u << (i)) /* the i-th mandatory function is set */
 #define PLUGIN_FUZZ_ALL_FNS 0x7ffu    /* all 11 mandatory functions */
@@ -24,9 +24,9 @@ typedef struct plugin_fuzz_ctl {
 static inline size_t plugin_fuzz_ops_size(const plugin_fuzz_ctl_t *ctl)
 {
     if (ctl->size_raw == 0)
-        return sizeof(engram_transport_ops_t);
+        return sizeof(engram_transport_ops_v3_t);
     if (ctl->size_raw < 128)
-        return (size_t)((int64_t)sizeof(engram_transport_ops_t) + ctl->size_delta);
+        return (size_t)((int64_t)sizeof(engram_transport_ops_v3_t) + ctl->size_delta);
     return (size_t)ctl->size_value;
 }
 

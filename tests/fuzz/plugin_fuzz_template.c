@@ -1,25 +1,27 @@
 /* The shared object the plugin fuzz target feeds the loader: its exported
- * plugin record is filled by a constructor from the control bytes in the
- * file named by FUZZ_PLUGIN_CTL, so one build yields every malformed export
- * (ABI version, ops NULL, ops size, name, missing functions). Built twice by
+ * plugin record, of transport ABI version 3 (hal/plugin_v3.h: the one whose
+ * record and ops carry a version and sizes for the loader to check and
+ * convert), is filled by a constructor from the control bytes in the file
+ * named by FUZZ_PLUGIN_CTL, so one build yields every malformed export (ABI
+ * version, ops NULL, ops size, name, missing functions). Built twice by
  * run_fuzz.sh: as is, and with -DFUZZ_NO_SYMBOL (exports no plugin symbol). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "hal/registry.h" /* the loader's view: hal/config_keys.h for the key table */
+#include "hal/plugin_v3.h"
 #include "tests/fuzz/plugin_fuzz_ctl.h"
 
 static void stub_void(void) {}
 
 static char plugin_name[sizeof(((plugin_fuzz_ctl_t *)0)->name) + 1];
-static engram_transport_ops_t ops;
+static engram_transport_ops_v3_t ops;
 
 #ifdef FUZZ_NO_SYMBOL
-__attribute__((visibility("default"))) engram_transport_plugin_t engram_transport_plugin_v0;
+__attribute__((visibility("default"))) engram_transport_plugin_v3_t engram_transport_plugin_v0;
 #define EXPORTED engram_transport_plugin_v0
 #else
-__attribute__((visibility("default"))) engram_transport_plugin_t engram_transport_plugin_v3;
+__attribute__((visibility("default"))) engram_transport_plugin_v3_t engram_transport_plugin_v3;
 #define EXPORTED engram_transport_plugin_v3
 #endif
 

@@ -1,4 +1,4 @@
-/* libFuzzer target: index validation and routing (hal/routing.h) over
+/* libFuzzer target: index validation and routing (engram/plugin/routing.h) over
  * random table shapes, modes and indices, with the shape built as
  * engram/table.c builds it. Asserts, for every index:
  *   - outside [0, ranks * entries_per_rank) it is rejected and no route is
@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "hal/routing.h"
+#include "engram/plugin/routing.h"
 #include "tests/fuzz/fuzz_input.h"
 
 #define ROW_ALIGN 32u  /* ENGRAM_ROW_ALIGN */

@@ -144,7 +144,6 @@ static void fz_close(engram_transport_t *t)
 }
 
 static const engram_transport_ops_t fuzz_transport_ops = {
-    .size = offsetof(engram_transport_ops_t, progress), /* no progress, no alloc_symmetric */
     .name = "fuzz",
     .available = fz_available,
     .open = fz_open,

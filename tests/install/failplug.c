@@ -84,7 +84,6 @@ static void fp_request_free(engram_transport_t *t, engram_request_t *req)
 }
 
 static const engram_transport_ops_t fp_ops = {
-    .size = sizeof(engram_transport_ops_t),
     .name = "failplug",
     .available = fp_available,
     .open = fp_open,

@@ -7,10 +7,14 @@
 source "$TEST_SRCDIR/engram/tests/install/installed.sh"
 lib=$PREFIX/lib/libengram.so.0
 lib_exports=$(nm -D --defined-only "$lib" | awk '{print $3}' | sed 's/@.*//' | sort -u)
-# Every function the library defines, hidden ones included, but the few
-# memory utilities a backend may carry a copy of (memory/free_list.c).
+# Every function the library defines, hidden ones included, but the
+# header-only utilities of the installed headers (static inline), which the
+# built-in loopback and a module each compile a copy of.
+inline_utils=$(cat "$PREFIX"/include/engram/*.h "$PREFIX"/include/engram/plugin/*.h | tr '\n' ' ' |
+    grep -oE '(static inline|ENGRAM_HOST_DEVICE) [^;{(]*[^A-Za-z0-9_](engram_[A-Za-z0-9_]+)[[:space:]]*\(' |
+    sed -E 's/.*[^A-Za-z0-9_](engram_[A-Za-z0-9_]+)[[:space:]]*\($/\1/' | sort -u)
 lib_functions=$(nm "$lib" | awk '$2 ~ /^[Tt]$/ {print $3}' | sed 's/\..*//' | grep -E '^(engram_|fork_|callbacks_|config_)' |
-    grep -v '^engram_free_list_' | sort -u)
+    sort -u | comm -23 - <(echo "$inline_utils"))
 entry='^engram_transport_plugin_v[0-9]+$'
 checked=0
 for m in "$PREFIX"/lib/engram/libengram_transport_*.so; do

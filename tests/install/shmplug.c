@@ -253,7 +253,6 @@ static void shm_close(engram_transport_t *t)
 }
 
 static const engram_transport_ops_t shm_ops = {
-    .size = sizeof(engram_transport_ops_t),
     .name = "shmplug",
     .available = shm_available,
     .open = shm_open,

@@ -28,7 +28,6 @@ static void openfail_unreachable(void)
 }
 
 static const engram_transport_ops_t ops = {
-    .size = sizeof(engram_transport_ops_t),
     .name = "openfail",
     .available = openfail_available,
     .open = openfail_open,

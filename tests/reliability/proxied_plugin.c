@@ -57,7 +57,6 @@ static void proxied_unreachable(void)
 }
 
 static const engram_transport_ops_t ops = {
-    .size = sizeof(engram_transport_ops_t),
     .name = "proxied",
     .available = proxied_available,
     .open = proxied_open,

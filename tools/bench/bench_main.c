@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hal/log.h"
+#include "engram/log.h"
 #include "tools/bench/bench.h"
 #include "tools/num_flag.h"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hal/log.h"
+#include "engram/log.h"
 #include "tools/bench/bench.h"
 #include "tools/num_flag.h"
 

@@ -6,13 +6,11 @@
  * rank waits on a reader at any rank count. */
 #include <stdlib.h>
 #include <string.h>
+#include <linux/mman.h>
 #include <sys/mman.h>
 #include <time.h>
 
-#include "engram/plugin/deadline.h"
-#include "hal/config_keys.h"
-#include "hal/log.h"
-#include "memory/host_segment.h"
+#include "engram/log.h"
 #include "tools/bench/bench.h"
 
 typedef struct rank_times {
@@ -28,7 +26,8 @@ typedef struct rank_times {
 /* Made by the parent before the fork; the ranks inherit the mappings. */
 typedef struct shared {
     const bench_case_t *c;
-    engram_segment_t *ref_seg; /* the reference table [total][row_bytes], in a host segment like the shards */
+    uint8_t *ref_rows;     /* the reference table [total][row_bytes], MAP_SHARED on pages like the shards' */
+    uint64_t ref_bytes;    /* as mapped (a whole number of its pages) */
     uint32_t *scales;          /* [total][packs], MAP_SHARED; NULL without packs */
     uint64_t scales_bytes;
     rank_times_t *results; /* [ranks], MAP_SHARED */
@@ -49,7 +48,9 @@ typedef struct rank_state {
 
 static double now_us(void)
 {
-    return (double)engram_now_ns() / 1e3;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -99,7 +100,7 @@ static engram_status_t fill_and_write(rank_state_t *s)
     const bench_case_t *c = s->c;
     uint64_t rank = (uint64_t)engram_group_rank(s->g), epr = c->entries_per_rank;
     uint32_t packs = bench_scale_packs(c);
-    uint8_t *shard = (uint8_t *)s->sh->ref_seg->addr + rank * epr * c->row_bytes;
+    uint8_t *shard = s->sh->ref_rows + rank * epr * c->row_bytes;
     for (uint64_t i = 0; i < epr; i++) {
         uint64_t gi = rank * epr + i;
         table_gen_row(gi, c->row_bytes, shard + i * c->row_bytes);
@@ -219,7 +220,7 @@ static int rank_main(engram_group_t *g, void *varg)
 {
     const shared_t *sh = varg;
     const bench_case_t *c = sh->c;
-    rank_state_t s = {.c = c, .sh = sh, .g = g, .ref_rows = sh->ref_seg->addr};
+    rank_state_t s = {.c = c, .sh = sh, .g = g, .ref_rows = sh->ref_rows};
     rank_times_t mine;
     memset(&mine, 0, sizeof(mine));
     s.nrows = (uint64_t)c->tokens * c->entries_per_token;
@@ -305,33 +306,43 @@ static void *map_shared(uint64_t bytes)
     return p == MAP_FAILED ? NULL : p;
 }
 
+/* The reference table on the pages the shards get by default
+ * (huge_pages=auto): 2 MiB huge pages where the host has them reserved,
+ * normal pages otherwise. */
+static uint8_t *map_reference(uint64_t bytes, uint64_t *mapped)
+{
+    const uint64_t huge = (uint64_t)2 << 20;
+    *mapped = (bytes + huge - 1) / huge * huge;
+    void *p = mmap(NULL, (size_t)*mapped, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_HUGETLB | MAP_HUGE_2MB,
+                   -1, 0);
+    if (p != MAP_FAILED)
+        return p;
+    *mapped = bytes;
+    return map_shared(bytes);
+}
+
 static engram_status_t shared_create(const bench_case_t *c, shared_t *sh)
 {
     uint64_t total = c->entries_per_rank * (uint64_t)c->ranks; /* bench_memory_check: no overflow */
     uint32_t packs = bench_scale_packs(c);
-    /* The reference reads from a host segment like the ones the fetch
-     * reads from (same page size), so the ratio compares the access path,
-     * not the memory behind it. One for all ranks, made here before the
-     * fork: it is NUMA-local to this process, as each shard is to its rank
-     * (ranks are not pinned, so on one node the two are alike). */
-    engram_segment_params_t sp = {.size = sizeof(sp), .bytes = total * c->row_bytes, .numa_node = -1,
-                                  .huge = ENGRAM_HUGE_AUTO, .device = -1};
+    /* The reference reads from memory on the same page size as the shards
+     * the fetch reads from, so the ratio compares the access path, not the
+     * memory behind it. One for all ranks, mapped here before the fork;
+     * each rank fills its own part, as it writes its own shard. */
     *sh = (shared_t){.c = c, .scales_bytes = total * packs * sizeof(uint32_t)};
-    engram_status_t st = engram_host_segment_ops.alloc(&sp, &sh->ref_seg);
-    if (st != ENGRAM_OK)
-        return st;
+    sh->ref_rows = map_reference(total * c->row_bytes, &sh->ref_bytes);
     sh->results = map_shared(sizeof(rank_times_t) * (uint64_t)c->ranks);
     if (packs)
         sh->scales = map_shared(sh->scales_bytes);
-    if (sh->results == NULL || (packs && sh->scales == NULL))
-        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "bench: cannot map the shared reference scales and results");
+    if (sh->ref_rows == NULL || sh->results == NULL || (packs && sh->scales == NULL))
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "bench: cannot map the shared reference table, scales and results");
     return ENGRAM_OK;
 }
 
 static void shared_destroy(const bench_case_t *c, shared_t *sh)
 {
-    if (sh->ref_seg)
-        sh->ref_seg->ops->free(sh->ref_seg);
+    if (sh->ref_rows)
+        munmap(sh->ref_rows, (size_t)sh->ref_bytes);
     if (sh->scales)
         munmap(sh->scales, (size_t)sh->scales_bytes);
     if (sh->results)

@@ -13,95 +13,72 @@
 
 #include "engram/engram.h"
 #include "engram/log.h"
-#include "hal/config_keys.h"
 #include "tools/num_flag.h"
-#include "hal/registry.h"
-#include "transports/builtins.h"
 
-/* Plugins listed; far more than a plugin directory holds. */
-enum { MAX_PLUGINS = 64 };
-
-static void print_caps(const engram_transport_caps_t *caps)
+static void print_caps(const engram_backend_info_t *b)
 {
     printf("      caps:");
-    if (caps->flags & ENGRAM_CAP_HOST_INITIATED)
+    if (b->caps & ENGRAM_CAP_HOST_INITIATED)
         printf(" host-initiated");
-    if (caps->flags & ENGRAM_CAP_GPU_INITIATED)
+    if (b->caps & ENGRAM_CAP_GPU_INITIATED)
         printf(" gpu-initiated");
-    if (caps->flags & ENGRAM_CAP_HYBRID)
+    if (b->caps & ENGRAM_CAP_HYBRID)
         printf(" hybrid");
-    if (caps->flags & ENGRAM_CAP_CROSS_HOST)
+    if (b->caps & ENGRAM_CAP_CROSS_HOST)
         printf(" cross-host");
-    if (caps->flags & ENGRAM_CAP_HOST_PROXIED)
+    if (b->caps & ENGRAM_CAP_HOST_PROXIED)
         printf(" host-proxied (transport=auto passes it over)");
-    printf("; queues %d, outstanding per (queue, peer) ", caps->max_queues);
-    if (caps->max_outstanding > 0)
-        printf("%d", caps->max_outstanding);
+    printf("; queues %d, outstanding per (queue, peer) ", b->max_queues);
+    if (b->max_outstanding > 0)
+        printf("%d", b->max_outstanding);
     else
         printf("not stated");
     printf("; reads");
     for (int k = 0; k < ENGRAM_MEM_NUM_KINDS; k++)
-        if (caps->read_kinds & ENGRAM_MEM_KIND_BIT(k))
+        if (b->read_kinds & ENGRAM_MEM_KIND_BIT(k))
             printf(" %s", engram_mem_kind_name((engram_mem_kind_t)k));
     printf("; writes");
     for (int k = 0; k < ENGRAM_MEM_NUM_KINDS; k++)
-        if (caps->write_kinds & ENGRAM_MEM_KIND_BIT(k))
+        if (b->write_kinds & ENGRAM_MEM_KIND_BIT(k))
             printf(" %s", engram_mem_kind_name((engram_mem_kind_t)k));
     printf("\n");
 }
 
-/* One backend: available or why not, and what an open of it offers. */
-static void print_backend(const char *name, const engram_transport_ops_t *ops, engram_group_t *g,
-                          const engram_config_t *cfg)
+/* One backend: loaded or why not, available or why not, and what an open
+ * of it offers. */
+static void print_backend(const engram_backend_info_t *b)
 {
-    const char *why = "";
-    if (!ops->available(g, &why)) {
-        printf("  %-10s available: no  (%s)\n", name, why ? why : "no reason given");
+    if (b->state == ENGRAM_BACKEND_ABSENT && b->origin == ENGRAM_BACKEND_PLUGIN) {
+        printf("  %-10s not loaded: %s\n", b->name, b->reason);
         return;
     }
-    engram_transport_t *t;
-    if (engram_transport_open(ops, g, cfg, &t) != ENGRAM_OK) {
-        printf("  %-10s available: no  (open failed: %s)\n", name, engram_last_error());
+    if (b->state != ENGRAM_BACKEND_AVAILABLE) {
+        printf("  %-10s available: no  (%s)\n", b->name, b->reason);
         return;
     }
-    printf("  %-10s available: yes\n", name);
-    engram_transport_caps_t caps;
-    ops->caps(t, &caps);
-    print_caps(&caps);
-    if (ops->describe) {
-        char desc[1024] = "";
-        ops->describe(t, desc, sizeof(desc));
-        if (desc[0])
-            printf("      selected: %s\n", desc);
-    }
-    ops->close(t);
+    printf("  %-10s available: yes\n", b->name);
+    print_caps(b);
+    if (b->selected[0])
+        printf("      selected: %s\n", b->selected);
 }
 
-/* The plugins found: every one listed, loaded or with the loader's reason;
- * the loaded ones' ops into plugins[] for the key listing. */
-static int list_plugins(const engram_config_t *cfg, engram_group_t *g, const engram_transport_ops_t **plugins)
+/* The built-ins and modules, then the plugins found on plugin_path. */
+static void print_backends(const engram_config_t *cfg, const engram_backend_list_t *list)
 {
-    printf("\nplugins (libengram_transport_<name>.so on plugin_path '%s'):\n", cfg->plugin_path);
-    char names[MAX_PLUGINS][ENGRAM_PLUGIN_NAME_MAX + 1];
-    int n = engram_registry_plugin_names(cfg->plugin_path, names, MAX_PLUGINS), loaded = 0;
-    if (n == 0)
+    const char *modules = engram_backend_module_dir();
+    printf("\nbackends (built in, or modules from %s):\n", modules[0] ? modules : "(module directory unknown)");
+    const int n = engram_backend_list_count(list);
+    int i = 0;
+    engram_backend_info_t b = {.size = sizeof(b)};
+    for (; i < n && engram_backend_list_get(list, i, &b) == ENGRAM_OK && b.origin != ENGRAM_BACKEND_PLUGIN; i++)
+        print_backend(&b);
+    char path[4096] = "";
+    (void)engram_config_get(cfg, "plugin_path", path, sizeof(path));
+    printf("\nplugins (libengram_transport_<name>.so on plugin_path '%s'):\n", path);
+    if (i == n)
         printf("  none found\n");
-    for (int i = 0; i < n; i++) {
-        const engram_transport_ops_t *ops = NULL;
-        if (engram_registry_load_plugin(names[i], cfg->plugin_path, &ops) != ENGRAM_OK) {
-            printf("  %-10s not loaded: %s\n", names[i], engram_last_error());
-            continue;
-        }
-        plugins[loaded++] = ops;
-        print_backend(names[i], ops, g, cfg);
-    }
-    return loaded;
-}
-
-static void print_keys(const engram_config_t *cfg, const engram_transport_ops_t *ops)
-{
-    engram_config_keyset_t keys = engram_transport_keys(ops);
-    engram_config_print_keyset(cfg, &keys, stdout);
+    for (; i < n && engram_backend_list_get(list, i, &b) == ENGRAM_OK; i++)
+        print_backend(&b);
 }
 
 /* The GPU section's library lines: its outcome is printed as part of the
@@ -149,7 +126,9 @@ static void print_gpu(const engram_config_t *cfg, engram_context_t *ctx, uint64_
  * same context, the GPU section. */
 static int check_runs(const engram_config_t *cfg, engram_group_t *g, uint64_t table_gib)
 {
-    printf("\ncheck: transport=%s ", cfg->transport);
+    char transport[ENGRAM_BACKEND_NAME_MAX + 1] = "?";
+    (void)engram_config_get(cfg, "transport", transport, sizeof(transport));
+    printf("\ncheck: transport=%s ", transport);
     engram_context_t *ctx = NULL;
     if (engram_context_create(cfg, g, &ctx) != ENGRAM_OK) {
         printf("cannot run\n");
@@ -201,31 +180,19 @@ int main(int argc, char **argv)
         engram_config_destroy(cfg);
         return 1;
     }
-    const engram_builtin_table_t *builtins = engram_transport_builtins();
-    const char *modules = engram_registry_module_dir();
-    printf("\nbackends (built in, or modules from %s):\n", modules[0] ? modules : "(module directory unknown)");
-    for (int i = 0; i < builtins->count; i++) {
-        const engram_builtin_t *b = &builtins->entries[i];
-        const char *why = "";
-        const engram_transport_ops_t *ops = engram_registry_builtin_ops(b, &why);
-        if (ops == NULL)
-            printf("  %-10s available: no  (%s)\n", b->name, why);
-        else
-            print_backend(b->name, ops, g, cfg);
+    /* every backend, with what it offers; then every key, the backends' too */
+    engram_backend_list_t *list;
+    if (engram_backend_list_create(cfg, g, &list) != ENGRAM_OK) {
+        fprintf(stderr, "engram_info: configuration error: %s\n", engram_last_error());
+        engram_group_destroy(g);
+        engram_config_destroy(cfg);
+        return 1;
     }
-    const engram_transport_ops_t *plugins[MAX_PLUGINS];
-    int nplugins = list_plugins(cfg, g, plugins);
-
+    print_backends(cfg, list);
     printf("\nconfiguration (ENGRAM_<KEY> env > ENGRAM_CONFIG_FILE > default; API calls override all):\n");
     engram_config_print(cfg, stdout);
-    for (int i = 0; i < builtins->count; i++) {
-        const char *why = "";
-        const engram_transport_ops_t *ops = engram_registry_builtin_ops(&builtins->entries[i], &why);
-        if (ops != NULL)
-            print_keys(cfg, ops);
-    }
-    for (int i = 0; i < nplugins; i++)
-        print_keys(cfg, plugins[i]);
+    engram_backend_list_print_keys(list, cfg, stdout);
+    engram_backend_list_destroy(list);
 
     int rc = check_runs(cfg, g, table_gib);
     engram_group_destroy(g);

@@ -44,7 +44,7 @@ expect 1 ENGRAM_PLUGIN_PATH="$plugins" ENGRAM_TRANSPORT=badver -- \
 # auto passes over the broken plugins, and says why for each.
 expect 0 ENGRAM_PLUGIN_PATH="$plugins" ENGRAM_TESTPLUG_QUEUES=2 -- \
     "badkeys    not loaded: plugin $plugins/libengram_transport_badkeys.so: default of badkeys_depth" \
-    "nosym      not loaded: plugin $plugins/libengram_transport_nosym.so exports neither engram_transport_plugin_v3" \
+    "nosym      not loaded: plugin $plugins/libengram_transport_nosym.so exports none of engram_transport_plugin_v4" \
     "gpuonly    available: no  (loader test plugin)" "testplug   available: yes" \
     "testplug_queues = 2            [env] accepted: 1..4; testplug:" "check: transport=auto runs on testplug"
 expect 1 ENGRAM_NO_SUCH_KEY=1 -- \

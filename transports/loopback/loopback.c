@@ -16,8 +16,8 @@
 #include "engram/plugin/group.h"
 #include "engram/log.h"
 #include "engram/plugin/segment.h"
-#include "memory/free_list.h"
-#include "memory/held_copy.h"
+#include "engram/plugin/free_list.h"
+#include "engram/plugin/held_copy.h"
 
 #define LOOPBACK_MAX_QUEUES 64
 #define REQUEST_BLOCK 64 /* flush requests allocated at a time */
@@ -434,7 +434,6 @@ static void loopback_close(engram_transport_t *t)
 }
 
 const engram_transport_ops_t engram_loopback_ops = {
-    .size = sizeof(engram_transport_ops_t),
     .name = "loopback",
     .available = loopback_available,
     .open = loopback_open,

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "engram/plugin/transport.h"
-#include "memory/free_list.h"
+#include "engram/plugin/free_list.h"
 #include "engram/plugin/segment.h"
 #include "transports/mlx5dv/mlx5_ring.h"
 

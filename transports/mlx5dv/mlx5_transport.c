@@ -222,7 +222,6 @@ static void mlx5_close(engram_transport_t *t)
 }
 
 const engram_transport_ops_t engram_mlx5dv_ops = {
-    .size = sizeof(engram_transport_ops_t),
     .name = "mlx5dv",
     .available = mlx5_available,
     .open = mlx5_open,

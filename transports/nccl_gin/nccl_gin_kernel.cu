@@ -1,7 +1,7 @@
 // GPU-initiated gets through NCCL GIN. The issue kernel runs one block per
 // part of a queue's contiguous token range (nccl_gin_plan.h: one GIN context
 // each, so no context holds more gets per peer than its queue takes): every
-// lane routes a row with hal/routing.h, then the warp's elected lane posts one
+// lane routes a row with engram/plugin/routing.h, then the warp's elected lane posts one
 // get per row that the engram layer does not load itself, with routing.h's
 // flush policy (a per-warp counter per peer), and after the block's gets one
 // flushAsync per peer that received any; the requests stay in device memory

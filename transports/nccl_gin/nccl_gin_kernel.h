@@ -5,7 +5,7 @@
 
 #include <nccl.h>
 #include <stdint.h>
-#include "hal/routing.h"
+#include "engram/plugin/routing.h"
 
 /* CUDA's include directory may carry an older NCCL's headers: the build's
  * include order must put NCCL_HOME's first. */

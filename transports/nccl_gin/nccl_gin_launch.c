@@ -23,8 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "engram/log.h"
 #include "engram/plugin/group.h"
-#include "hal/log.h"
 #include "transports/nccl_gin/nccl_gin_depth.h"
 #include "transports/nccl_gin/nccl_gin_internal.h"
 #include "transports/nccl_gin/nccl_gin_kernel.h"
@@ -235,7 +235,6 @@ static void nccl_gin_detach(engram_gpu_launch_t *l)
 }
 
 const engram_gpu_launcher_ops_t engram_nccl_gin_launcher = {
-    .size = sizeof(engram_gpu_launcher_ops_t),
     .attach = nccl_gin_attach,
     .issue = nccl_gin_issue,
     .wait = nccl_gin_wait,

@@ -16,14 +16,14 @@
  * ((first_queue + q) * per_queue + j) % contexts (engram_nccl_gin_block_context);
  * its flush requests sit at index b of the fetch's.
  *
- * Header-only, C and CUDA (hal/routing.h's ENGRAM_HOST_DEVICE): the
+ * Header-only, C and CUDA (engram/plugin/routing.h's ENGRAM_HOST_DEVICE): the
  * kernels and the launcher use the same math, and nccl_gin_plan_test checks
  * it on the CPU. */
 #ifndef ENGRAM_TRANSPORTS_NCCL_GIN_PLAN_H
 #define ENGRAM_TRANSPORTS_NCCL_GIN_PLAN_H
 
 #include <stdint.h>
-#include "hal/routing.h"
+#include "engram/plugin/routing.h"
 
 /* Contexts a queue may own: 16 queues x 4 = 64 contexts per dev comm. */
 #define ENGRAM_NCCL_GIN_MAX_CONTEXTS_PER_QUEUE 4u

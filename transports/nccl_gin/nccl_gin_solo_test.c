@@ -19,7 +19,7 @@
 #include "engram/plugin/gpu_launcher.h"
 #include "hal/group.h"
 #include "hal/registry.h"
-#include "hal/routing.h"
+#include "engram/plugin/routing.h"
 #include "memory/cuda_segment.h"
 #include "tests/check.h"
 #include "tests/table_gen.h"

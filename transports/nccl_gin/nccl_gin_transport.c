@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engram/log.h"
 #include "engram/plugin/group.h"
-#include "hal/log.h"
 #include "transports/nccl_gin/nccl_gin.h"
 #include "transports/nccl_gin/nccl_gin_depth.h"
 #include "transports/nccl_gin/nccl_gin_internal.h"
@@ -231,7 +231,6 @@ static void nccl_gin_close(engram_transport_t *t)
  * tables on a transport without ENGRAM_CAP_HOST_INITIATED, and GPU tables
  * go through the launcher. */
 const engram_transport_ops_t engram_nccl_gin_ops = {
-    .size = sizeof(engram_transport_ops_t),
     .name = "nccl_gin",
     .available = nccl_gin_available,
     .open = nccl_gin_open,

@@ -392,7 +392,6 @@ engram_status_t engram_ucx_progress(engram_transport_t *t)
 }
 
 const engram_transport_ops_t engram_ucx_ops = {
-    .size = sizeof(engram_transport_ops_t),
     .name = "ucx",
     .available = ucx_available,
     .open = ucx_open,

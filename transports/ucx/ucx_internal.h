@@ -8,7 +8,7 @@
 
 #include "engram/plugin/deadline.h"
 #include "engram/plugin/transport.h"
-#include "memory/held_copy.h"
+#include "engram/plugin/held_copy.h"
 #include "engram/plugin/segment.h"
 
 #define UCX_DEFAULT_QUEUES 4

@@ -3,10 +3,11 @@
  * gpu_launcher field. Host-initiated backends leave that field NULL.
  *
  * The kernel is the backend's; what it applies is the engram layer's:
- * routing, the flush policy and the bad-index rule come from
- * the engram layer's routing header (header-only, C and CUDA), whose shape the engram layer
- * passes in. Only the backend dereferences it, so this header stays below
- * the engram layer and names no CUDA or NCCL type.
+ * routing, the flush policy and the bad-index rule of
+ * <engram/plugin/routing.h> (header-only, C and CUDA), over the table's
+ * shape that each issue hands in (engram_gpu_issue_t.shape, host memory the
+ * launcher copies into its kernels' arguments). This header names no CUDA
+ * or NCCL type: streams travel as void *.
  *
  * What a backend may make remotely readable or writable: this rank's
  * receive region (GPU memory) and this rank's shard (HOST_NUMA or GPU
@@ -26,6 +27,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "engram/plugin/routing.h"
 #include "engram/status.h"
 
 #ifdef __cplusplus
@@ -33,12 +35,11 @@ extern "C" {
 #endif
 
 struct engram_transport;
-struct engram_route_shape; /* the routing shape, opaque to a plugin */
 
 typedef struct engram_gpu_launch engram_gpu_launch_t; /* backend state of one attached span */
 
 typedef struct engram_gpu_span {
-    size_t size;          /* sizeof(engram_gpu_span_t) */
+    size_t size;          /* sizeof(engram_gpu_span_t), the library's */
     void *recv;           /* this rank's receive region */
     uint64_t recv_bytes;
     void *shard;          /* this rank's shard; routing's src_off (intra 0) addresses it */
@@ -50,8 +51,8 @@ typedef struct engram_gpu_span {
 
 /* One fetch. Rows land at recv + rows_off + row * row_bytes. */
 typedef struct engram_gpu_issue {
-    size_t size; /* sizeof(engram_gpu_issue_t) */
-    const struct engram_route_shape *shape;
+    size_t size; /* sizeof(engram_gpu_issue_t), the library's */
+    const engram_route_shape_t *shape; /* host memory, valid during issue */
     const int64_t *indices; /* device, [num_tokens * entries_per_token] */
     uint32_t num_tokens;
     uint32_t entries_per_token;
@@ -67,8 +68,8 @@ typedef struct engram_gpu_issue {
     int slot; /* < span num_slots; this fetch's requests */
 } engram_gpu_issue_t;
 
+/* Of the plugin's transport ABI version, as engram_transport_ops_t. */
 typedef struct engram_gpu_launcher_ops {
-    size_t size; /* sizeof(engram_gpu_launcher_ops_t) at the time the backend was built */
     /* Collective: makes the span remotely readable (e.g. a window) and the
      * device-side state the kernels need; the same status on every rank. */
     engram_status_t (*attach)(struct engram_transport *t, const engram_gpu_span_t *span, engram_gpu_launch_t **out);

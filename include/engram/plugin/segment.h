@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "engram/backend.h"
 #include "engram/group.h"
 #include "engram/status.h"
 
@@ -19,21 +20,7 @@
 extern "C" {
 #endif
 
-typedef enum engram_mem_kind {
-    ENGRAM_MEM_HOST = 0,           /* host memory, NUMA-local, memfd-backed */
-    ENGRAM_MEM_CUDA_DEVICE = 1,    /* GPU memory (cuMem) */
-    ENGRAM_MEM_CUDA_HOST_NUMA = 2, /* host memory on the GPU's NUMA node (cuMem) */
-} engram_mem_kind_t;
-
-#define ENGRAM_MEM_KIND_BIT(k) (1u << (k))
-#define ENGRAM_MEM_NUM_KINDS 3
-
-/* The kind's name in messages and engram_info ("?" for none of them). */
-static inline const char *engram_mem_kind_name(engram_mem_kind_t kind)
-{
-    static const char *const names[ENGRAM_MEM_NUM_KINDS] = {"host", "cuda_device", "cuda_host_numa"};
-    return (unsigned)kind < ENGRAM_MEM_NUM_KINDS ? names[kind] : "?";
-}
+/* engram_mem_kind_t, ENGRAM_MEM_KIND_BIT, engram_mem_kind_name: <engram/backend.h>. */
 
 typedef struct engram_segment_ops engram_segment_ops_t;
 

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "engram/backend.h"
 #include "engram/log.h"
 #include "engram/plugin/config.h"
 #include "engram/plugin/gpu_launcher.h"
@@ -28,20 +29,8 @@
 extern "C" {
 #endif
 
-/* Capability bits. */
-#define ENGRAM_CAP_HOST_INITIATED (1u << 0) /* gets posted by the CPU through ops->get */
-#define ENGRAM_CAP_GPU_INITIATED (1u << 1)  /* gets posted by a kernel (fetch launcher) */
-#define ENGRAM_CAP_HYBRID (1u << 2)         /* supports ENGRAM_REG_NODE_SPAN regions */
-#define ENGRAM_CAP_CROSS_HOST (1u << 3)     /* peers may live on other hosts */
-/* Gets complete only while the owner's CPU calls into the transport (e.g.
- * UCX emulating RMA with active messages on shm/TCP): owners must call
- * ops->progress until every peer's gets are done. */
-#define ENGRAM_CAP_OWNER_PROGRESS (1u << 4)
-/* Every get is moved by a host thread of the transport's (e.g. NCCL's GIN
- * proxy, where no NIC offers GPU-initiated networking): correct, but far
- * slower than the transport's fast path. transport=auto passes over a
- * backend whose open reports it, for the next one; naming it still runs it. */
-#define ENGRAM_CAP_HOST_PROXIED (1u << 5)
+/* Capability bits (ENGRAM_CAP_*) and memory kinds: <engram/backend.h>,
+ * where applications read them too (engram_backend_list_get). */
 
 #define ENGRAM_GET_AGGREGATE (1u << 0) /* do not ring the doorbell for this get */
 
@@ -167,8 +156,10 @@ static inline engram_status_t engram_get_args_status(const char *who, int queue,
     return ENGRAM_OK;
 }
 
+/* The ops of transport ABI version ENGRAM_TRANSPORT_ABI_VERSION
+ * (<engram/plugin/plugin.h>): a fixed set of fields; a new one makes a new
+ * version. */
 typedef struct engram_transport_ops {
-    size_t size; /* sizeof(engram_transport_ops_t) at the time the backend was built */
     const char *name;
     /* Whether this machine and group can run it; on false *why names the
      * reason (static or transport-owned string). May be collective
@@ -199,11 +190,11 @@ typedef struct engram_transport_ops {
      * (e.g. UCX lanes), written into buf. */
     void (*describe)(const engram_transport_t *t, char *buf, size_t len);
     void (*close)(engram_transport_t *t);
-    /* Optional, may be NULL (check ops->size first): serve peers' gets and
+    /* Optional, may be NULL: serve peers' gets and
      * advance every queue. Needed with ENGRAM_CAP_OWNER_PROGRESS. Must not
      * run concurrently with any other call on the transport. */
     engram_status_t (*progress)(engram_transport_t *t);
-    /* Optional, may be NULL (check ops->size first). Collective, as
+    /* Optional, may be NULL. Collective, as
      * reg_symmetric, but the transport provides the memory: for lanes that
      * read only memory they allocated themselves (UCX's posix and sysv), so
      * peers' gets need no owner CPU. Every rank passes the same
@@ -219,10 +210,10 @@ typedef struct engram_transport_ops {
     engram_status_t (*alloc_symmetric)(engram_transport_t *t, const engram_segment_params_t *params,
                                        engram_reg_span_t span, engram_region_t **out, void **addr,
                                        uint32_t *region_flags);
-    /* Optional, may be NULL (check ops->size first): the fetch launcher of
+    /* Optional, may be NULL: the fetch launcher of
      * a GPU-initiated backend (ENGRAM_CAP_GPU_INITIATED; engram/plugin/gpu_launcher.h). */
     const struct engram_gpu_launcher_ops *gpu_launcher;
-    /* Optional, may be NULL (check ops->size first): the configuration keys
+    /* Optional, may be NULL: the configuration keys
      * this transport declares, each named <name>_<rest> after ops->name
      * (the loader refuses a plugin with any other). Their values
      * come from ENGRAM_<KEY>, the config file and engram_config_set like

@@ -1,9 +1,10 @@
 /* Gets a CPU transport holds until a doorbell and then copies in one loop
  * that prefetches the rows ahead: recording a get costs a few stores and no
  * cache miss, and the copy overlaps the rows' misses as a NIC reading many
- * rows at once would (loopback; ucx's direct gets). */
-#ifndef ENGRAM_MEMORY_HELD_COPY_H
-#define ENGRAM_MEMORY_HELD_COPY_H
+ * rows at once would (loopback; ucx's direct gets). Header-only: a
+ * transport compiles its own copy. */
+#ifndef ENGRAM_PLUGIN_HELD_COPY_H
+#define ENGRAM_PLUGIN_HELD_COPY_H
 
 #include <stddef.h>
 #include <string.h>

@@ -1,5 +1,7 @@
 /* testplug: the worked example of docs/ADDING_A_TRANSPORT.md, built by the
- * tests as libengram_transport_testplug.so.
+ * tests as libengram_transport_testplug.so (in the tree by
+ * //hal:libengram_transport_testplug.so, out of it against an installed
+ * prefix by tests/install/plugin_test.sh).
  *
  * A real transport for a group of one rank: peer 0 is this process, and a
  * get is a memcpy from the symmetric region into the local one. It keeps the
@@ -206,7 +208,6 @@ static void tp_close(engram_transport_t *t)
 }
 
 static const engram_transport_ops_t tp_ops = {
-    .size = sizeof(engram_transport_ops_t),
     .name = "testplug",
     .available = tp_available,
     .open = tp_open,
@@ -224,11 +225,5 @@ static const engram_transport_ops_t tp_ops = {
     .num_config_keys = sizeof(tp_keys) / sizeof(tp_keys[0]),
 };
 
-/* The one symbol the loader looks for; everything else stays hidden.
- * TESTPLUG_ABI_V2 builds it as a plugin of the previous transport ABI
- * version was built: its record under that version's symbol. */
-#ifdef TESTPLUG_ABI_V2
-ENGRAM_API const engram_transport_plugin_t engram_transport_plugin_v1 = {ENGRAM_TRANSPORT_ABI_VERSION_V2, &tp_ops};
-#else
+/* The one symbol the loader looks for; everything else stays hidden. */
 ENGRAM_TRANSPORT_PLUGIN(tp_ops);
-#endif

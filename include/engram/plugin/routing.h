@@ -1,7 +1,10 @@
 /* Routing decomposition and flush control, header-only and usable from C
  * and CUDA: the host fetch loop, the engram layer's GPU kernels and those
- * of GPU-initiated transports (engram/plugin/gpu_launcher.h) include this one file,
- * so the math cannot drift between them; hence it lives in hal, below both.
+ * of GPU-initiated transports (<engram/plugin/gpu_launcher.h>) include this
+ * one file, so the math cannot drift between them; hence it is part of the
+ * plugin API, below both. A launcher reads engram_gpu_issue_t's shape
+ * (engram_route_shape_t) and applies engram_route_index (or
+ * engram_route_owner) to every row and the flush policy per (queue, peer).
  *
  *   owner = idx / entries_per_rank, local = idx % entries_per_rank
  *   direct: peer = owner,            intra = 0
@@ -9,8 +12,8 @@
  *   src_off = intra * rank_stride + local * row_stride      (64-bit)
  *
  * An index outside [0, ranks * entries_per_rank) never becomes an offset. */
-#ifndef ENGRAM_HAL_ROUTING_H
-#define ENGRAM_HAL_ROUTING_H
+#ifndef ENGRAM_PLUGIN_ROUTING_H
+#define ENGRAM_PLUGIN_ROUTING_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -21,7 +24,8 @@
 #define ENGRAM_HOST_DEVICE static inline
 #endif
 
-/* Mirrors ENGRAM_GET_AGGREGATE in engram/plugin/transport.h (checked there). */
+/* ENGRAM_GET_AGGREGATE of <engram/plugin/transport.h>, which nvcc-compiled
+ * kernels do not include (engram/context.c checks the two are equal). */
 #define ENGRAM_ROUTE_AGGREGATE 1u
 
 typedef struct engram_route_shape {
@@ -109,8 +113,10 @@ ENGRAM_HOST_DEVICE bool engram_flush_needed(uint32_t counter)
     return counter != 0;
 }
 
-/* Column stride of TMA-aligned column-major scales: num_tokens rounded up
- * to a multiple of 4, in 64 bits (in 32 bits UINT32_MAX - 2 rounds to 0). */
+/* The receive layout's column stride of TMA-aligned column-major scales
+ * (the engram layer gathers scales; a launcher moves rows only): num_tokens
+ * rounded up to a multiple of 4, in 64 bits (in 32 bits UINT32_MAX - 2
+ * rounds to 0). */
 ENGRAM_HOST_DEVICE uint64_t engram_scales_col_stride(uint32_t num_tokens)
 {
     return ((uint64_t)num_tokens + 3u) & ~(uint64_t)3u;
