@@ -463,17 +463,17 @@ static void junk_dir(char *dir, size_t len)
 }
 
 static const engram_config_key_decl_t fake_test_keys[] = {{"test_depth", ENGRAM_CONFIG_INT, "1", "1..8", "d"}};
-static const engram_transport_ops_t fake_test = {.size = sizeof(fake_test), .name = "test",
+static const engram_transport_ops_t fake_test = {.name = "test",
                                                  .available = fake_loopback_available,
                                                  .config_keys = fake_test_keys, .num_config_keys = 1};
 static const engram_config_key_decl_t unnamed_keys[] = {{"window", ENGRAM_CONFIG_INT, "1", "1..8", "w"}};
-static const engram_transport_ops_t fake_unnamed = {.size = sizeof(fake_unnamed), .name = "unnamed",
+static const engram_transport_ops_t fake_unnamed = {.name = "unnamed",
                                                     .available = fake_loopback_available,
                                                     .config_keys = unnamed_keys, .num_config_keys = 1};
 static const engram_config_key_decl_t fake_testplug_keys[] = {
     {"testplug_other", ENGRAM_CONFIG_INT, "1", "1..8", "o"},
 };
-static const engram_transport_ops_t fake_testplug = {.size = sizeof(fake_testplug), .name = "testplug",
+static const engram_transport_ops_t fake_testplug = {.name = "testplug",
                                                      .available = fake_loopback_available,
                                                      .config_keys = fake_testplug_keys, .num_config_keys = 1};
 

@@ -13,8 +13,7 @@
 
 /* A forked rank's own pages beyond its buffers (stack, the library's
  * context, page tables of the peers' mapped shards): a round figure above
- * the 5.5 MiB RssAnon of a loopback rank of a 16-row table (this VM,
- * 2026-12-01). */
+ * the RssAnon of a loopback rank of a 16-row table. */
 #define BENCH_RANK_OVERHEAD (8ull << 20)
 
 /* Sums and products that saturate a flag instead of wrapping. */
