@@ -157,8 +157,8 @@ engram_fetch_slot_t *engram_fetch_begin(engram_table_t *t, int first_queue, int 
 void engram_fetch_reset(engram_fetch_slot_t *f, int first_queue, int num_queues, uint32_t num_tokens, unsigned flags);
 /* The queues tokens 0, 1, ... of a fetch issue on, walked in order:
  * contiguous token ranges, token t on first_queue + t * num_queues /
- * num_tokens, with one division per queue rather than per token (a fetch
- * of 12,288 one-row tokens spent tens of microseconds dividing). */
+ * num_tokens, with one division per queue rather than per token (over a
+ * fetch of thousands of one-row tokens, a division each adds up). */
 typedef struct engram_queue_walk {
     int queue;     /* the queue of the tokens from the last boundary */
     uint64_t next; /* the first token of the next queue */

@@ -28,11 +28,11 @@ static void check_refused(engram_table_params_t p, const char *const *words)
 
 static void check_table_params(void)
 {
-    /* (n + 3) & ~3 in 32 bits gave 0 scale slots */
+    /* (n + 3) & ~3 in 32 bits gives 0 scale slots */
     check_refused((engram_table_params_t){.entries_per_rank = 16, .row_bytes = 1, .entries_per_token = 1,
                                           .max_tokens = 4294967293u, .scale_packs = 64},
                   (const char *const[]){"max_tokens 4294967293", "scale_packs 64", NULL});
-    /* max_tokens * entries_per_token * row_bytes wrapped to 4 GiB - 2 */
+    /* max_tokens * entries_per_token * row_bytes wraps to 4 GiB - 2 in 32 bits */
     check_refused((engram_table_params_t){.entries_per_rank = 1, .row_bytes = (1u << 31) + 1,
                                           .entries_per_token = 2, .max_tokens = UINT32_MAX},
                   (const char *const[]){"max_tokens 4294967295", "entries_per_token 2", "row_bytes 2147483649",

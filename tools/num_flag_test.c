@@ -24,8 +24,8 @@ int main(void)
     expect("18446744073709551615", 0, UINT64_MAX, true, UINT64_MAX);
     expect("18446744073709551616", 0, UINT64_MAX, false, 0); /* wraps in 64 bits */
     expect("99999999999999999999999", 0, UINT64_MAX, false, 0);
-    expect("4294967297", 1, UINT32_MAX, false, 0); /* wrapped to 1 as a uint32 cast */
-    expect("99999999999", 1, 2147483647, false, 0); /* wrapped to 1215752191 as an int cast */
+    expect("4294967297", 1, UINT32_MAX, false, 0); /* a uint32 cast wraps it to 1 */
+    expect("99999999999", 1, 2147483647, false, 0); /* an int cast wraps it to 1215752191 */
     expect("11", 0, 10, false, 0);
     expect("0", 1, 10, false, 0);
     expect("", 0, 10, false, 0);

@@ -168,9 +168,9 @@ Repeat = collections.namedtuple("Repeat", "gemm_alone fetch_alone both gemm_besi
 def paired_summary(repeats, bytes_per_run, h2d_gbps_beside):
     """A record's figures from its repeats. The GEMM's slowdown and
     max/both are taken within each repeat, then their median: the GEMMs'
-    own time drifts by up to 12% over a run as the GPU's clocks follow its
-    power and heat (docs/BENCHMARKS.md, fetch beside a GEMM), which one GEMM-alone
-    figure taken earlier would carry into every ratio."""
+    own time drifts over a run as the GPU's clocks follow its power and
+    heat (docs/BENCHMARKS.md, "GPU fetch beside GEMMs"), which one
+    GEMM-alone figure taken at another time would carry into every ratio."""
     def col(name):
         return [getattr(r, name) for r in repeats]
     fetch_gbps_alone = bytes_per_run / median(col("fetch_alone")) / 1e6
@@ -242,9 +242,9 @@ class UvaTable:
 
 
 # Receive slots per table: the fetch loop keeps FETCH_SLOTS - 1 fetches in
-# flight, so a pause of the Python host loop (a 64 us fetch at 512 x 24)
-# does not leave the fetch stream empty, which would hand its SMs to the
-# GEMM's waiting blocks.
+# flight, so a pause of the Python host loop, which can outlast a whole
+# fetch at 512 x 24, does not leave the fetch stream empty, which would
+# hand its SMs to the GEMM's waiting blocks.
 FETCH_SLOTS = 8
 
 

@@ -11,7 +11,7 @@ clusters. Each round times the GEMMs alone, then beside the spinning, back
 to back; the line prints the ratio per round, their median, and the GEMM
 kernel cuBLAS ran (name and grid: a persistent GEMM sized to every SM is
 the case where holding SMs costs whole waves). Needs torch with CUDA and
-cupy (docs/BENCHMARKS.md, fetch beside a GEMM):
+cupy (docs/BENCHMARKS.md, "GPU fetch beside GEMMs"):
 
     python3 -W ignore tools/sm_hold_probe.py [--sms 2,4,6,8,10,12,16] [--rounds 3]
 """

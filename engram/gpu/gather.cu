@@ -1,17 +1,18 @@
 // The GPU fetch: route every row with engram/plugin/routing.h (the host path's own
 // header) and copy it straight out of the mapped shards of this node; rows
-// owned by other nodes are left for the host transport's staged copy, which
-// engram_fetch_wait_impl places afterwards on the same stream. Each thread
-// keeps UNROLL independent vector loads in flight before its first store, so
-// a few SMs hide the latency of reads across PCIe or NVLink. The kernel is
-// launched with programmatic dependent launch so back-to-back fetches
-// overlap one launch with the previous kernel's tail; it waits for its
-// predecessor before touching memory, so stream order is kept
-// (gather_order_test). The dependent kernel's blocks are placed while its
-// predecessor runs, so a chain of fetches keeps its SMs beside a GEMM that
-// would otherwise take each SM a fetch block frees; anything queued between
-// the two kernels (an event record) breaks that chain, which is why the
-// kernel itself can signal completion (args.seq).
+// owned by other nodes are left to the other-nodes path (the launcher or the
+// host transport, fetch_path.h). Each thread keeps kUnroll independent vector
+// loads in flight before its first store, so a few SMs hide the latency of
+// reads across PCIe or NVLink. The kernel is launched with programmatic
+// dependent launch so back-to-back fetches overlap one launch with the
+// previous kernel's tail. Outside graph capture it reads its first step's
+// indices and rows speculatively, before griddepcontrol.wait, and after the
+// wait rechecks the indices and reloads what changed, so stream order is
+// kept (gather_order_test). The dependent kernel's blocks are placed while
+// its predecessor runs, so a chain of fetches keeps its SMs beside a GEMM
+// that would otherwise take each SM a fetch block frees; anything queued
+// between the two kernels (an event record) breaks that chain, which is why
+// the kernel itself can signal completion (args.seq).
 //
 // The two row kernels carry the names profilers show (kineto, nsys) and
 // DeepEP's engram test times by: engram_fetch_impl is the fetch (this
@@ -102,7 +103,7 @@ __device__ __forceinline__ unsigned load_step(const engram_gpu_gather_args_t &a,
         engram_route_t r;
         if (engram_route_index(&a.shape, idx[u], &r)) {
             const uint32_t lp = r.peer - a.first_peer;
-            if (lp < a.local_peers) { // else the host transport places it
+            if (lp < a.local_peers) { // else the other-nodes path places it
                 const char *src = a.span + (uint64_t)lp * a.peer_stride + r.src_off;
                 v[u] = load_row_vec(reinterpret_cast<const V *>(src) + j);
                 keep |= 1u << u;
@@ -143,14 +144,13 @@ __global__ void __launch_bounds__(kThreads, 1) engram_fetch_impl(const engram_gp
     // Launched with programmatic stream serialization: wait until the work
     // before us on the stream is complete and visible (stream order holds),
     // then let the next fetch's launch start while this one drains. A
-    // short fetch releases it only at each thread's last step: at 512 x 24
-    // rows of 256 B beside 8192^3 GEMMs on 8 SMs the fetch reached
-    // 0.848-0.857 of H2D released there, 0.826-0.845 released at the start
-    // (the next fetch's blocks then wait for SMs through most of this one).
-    // A long fetch keeps the early release: released late, 8192 x 24 at
-    // gpu_sms=auto (3 SMs, no clusters) fell from 0.87-0.90 of H2D beside
-    // the GEMMs to 0.68, and at 8 SMs the GEMM's slowdown did not change
-    // (overlap_bench.py pairs on an H200).
+    // short fetch (at most kReleaseLateBytes) releases it only at each
+    // thread's last step: released at its start, the next fetch's blocks
+    // would wait for SMs through most of this one beside the GEMMs, and the
+    // fetch reaches less of the copy rate there. A long fetch keeps the
+    // early release: released late, a fetch on a few SMs loses much of its
+    // rate beside GEMMs while the GEMMs gain nothing (tools/overlap_bench.py
+    // measures both; docs/BENCHMARKS.md, "GPU fetch beside GEMMs").
     asm volatile("griddepcontrol.wait;" ::: "memory");
     const bool release_late = (uint64_t)a.num_rows * a.row_bytes <= kReleaseLateBytes;
     if (!release_late)

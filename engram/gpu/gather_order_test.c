@@ -73,7 +73,7 @@ static void check_order(const char *gpu_table, const shape_t *sh)
         }
         CUDA_CHECK(cudaMemcpy(d_idx, stale, n * sizeof(int64_t), cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(d_fresh, fresh, n * sizeof(int64_t), cudaMemcpyHostToDevice));
-        /* ~100 us at H200 clocks: far longer than a launch */
+        /* 200000 cycles: far longer than a launch at any GPU clock */
         CUDA_CHECK((cudaError_t)engram_test_delayed_copy_launch(d_idx, d_fresh, n, 200000, s));
         engram_fetch_t *f;
         CHECK_OK(engram_fetch_on_stream(h.table, d_idx, sh->tokens, col_major ? ENGRAM_FETCH_SCALES_COL_MAJOR : 0, s,

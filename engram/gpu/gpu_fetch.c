@@ -42,7 +42,7 @@ static engram_status_t check_args(const engram_table_t *t, const int64_t *indice
 /* The table's device made current while work is queued on a caller's
  * stream (a launch needs the stream's device current; the caller's may be
  * another GPU's): the caller's device to restore, or -1 when it was the
- * table's already (one cudaGetDevice, a few tens of ns). */
+ * table's already (one cudaGetDevice, cheap beside the launch). */
 static int device_enter(const engram_gpu_table_t *g)
 {
     int current = -1;
@@ -337,7 +337,7 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
     if (st != ENGRAM_OK)
         return st;
     /* A fetch's first test does not ask CUDA for a kernel fault (an event
-     * query, which costs about half a kernel launch): a stream-ordered caller
+     * query, which costs a good part of a kernel launch): a stream-ordered caller
      * tests each fetch once, right after issuing it. Every later test asks,
      * so a wait ends on a fault at its second poll. */
     cudaError_t ce = engram_gpu_report_query(g, g->slot_seq[slot], g->slot_report[slot], slot, f->polled);

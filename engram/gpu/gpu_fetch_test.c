@@ -456,7 +456,8 @@ static void check_release_ordered(harness_t *h, cudaStream_t s, bool refused)
         CHECK(strstr(engram_last_error(), "use engram_fetch_release") != NULL);
         CHECK_OK(engram_fetch_release(f)); /* left as it was */
     } else {
-        CUDA_CHECK(engram_test_delayed_copy_launch(d_spin, d_idx, 1, 400000000ll, s)); /* ~0.2 s */
+        /* 4e8 cycles: outlasts the calls below */
+        CUDA_CHECK(engram_test_delayed_copy_launch(d_spin, d_idx, 1, 400000000ll, s));
         for (int i = 0; i < ORDERED_N; i++) {
             const void *d_rows;
             const uint32_t *d_sf;
@@ -573,7 +574,8 @@ static void check_captured(harness_t *h, cudaStream_t s)
      * slot's event): running, not failed */
     int64_t *d_spin;
     CUDA_CHECK(cudaMalloc((void **)&d_spin, sizeof(int64_t)));
-    CUDA_CHECK(engram_test_delayed_copy_launch(d_spin, d_idx, 1, 400000000ll, s)); /* ~0.2 s */
+    /* 4e8 cycles: still spinning while the fetches behind it are tested */
+    CUDA_CHECK(engram_test_delayed_copy_launch(d_spin, d_idx, 1, 400000000ll, s));
     engram_fetch_t *running[64];
     int n = 0;
     engram_status_t st = ENGRAM_OK;

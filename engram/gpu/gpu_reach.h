@@ -1,13 +1,13 @@
 /* gpu_path = auto: the reach of a GPU into host memory, measured. A GPU
  * reading random rows of pinned host memory keeps its rate only while the
- * rows lie in a window its translation of host memory covers (about
- * 512 MiB on an H200: 0.92 of PCIe there, 0.50 over 1 GiB, ~0.14 over
- * 16-64 GiB, whatever the host page size). The probe times the gather
- * kernel over random 256-byte rows of a pinned buffer in windows of 64 MiB,
- * 256 MiB, 512 MiB, 1 GiB, ... up to the size asked for; the reach is the
- * largest window whose rate holds ENGRAM_GPU_REACH_SHARE of the 64 MiB
- * window's. Measured once per device and process (a larger size asked
- * later measures again), logged at info. */
+ * rows lie in a window its translation of host memory covers; beyond it
+ * the rate falls to a fraction of PCIe's, whatever the host page size
+ * (docs/BENCHMARKS.md, "GPU fetch against table size"). The probe times
+ * the gather kernel over random 256-byte rows of a pinned buffer in
+ * windows of 64 MiB, 256 MiB, 512 MiB, 1 GiB, ... up to the size asked
+ * for; the reach is the largest window whose rate holds
+ * ENGRAM_GPU_REACH_SHARE of the 64 MiB window's. Measured once per device
+ * and process (a larger size asked later measures again), logged at info. */
 #ifndef ENGRAM_GPU_GPU_REACH_H
 #define ENGRAM_GPU_GPU_REACH_H
 

@@ -3,8 +3,9 @@
  * into pinned staging, and the copy engine moves the staging onto the GPU
  * receive slot. No SM runs: beside a persistent GEMM it costs the GEMM
  * nothing, and it holds its rate on tables far larger than the reach of the
- * GPU's translation of host memory (the UVA kernel's rate falls from 0.92
- * of PCIe within 512 MiB to ~0.14 over 16-64 GiB on an H200).
+ * GPU's translation of host memory, beyond which the UVA kernel's rate
+ * falls to a fraction of PCIe's (gpu_reach.h; engram_gpu_bench --paths
+ * uva,host_gather measures both against table size).
  *
  * One fetch, queued on the fetch's stream and on the slot's own copy
  * stream, so the calling thread never blocks and the rows are valid in the
@@ -55,12 +56,11 @@
  * copy of the staged misses and of their receive rows into GPU memory
  * (stage_dev, dst_dev), then a kernel placing them from there; the thread
  * that queues the last chunk's queues the scales' copy and the copied
- * word. No SM ever reads host memory: kernels reading pinned host memory
- * ran at ~0.6 GB/s beside the pool's gather on an H200 (a 120 KB chunk
- * took 190 us), while the copy engine holds PCIe's rate. Scales of every
- * row come from the pool as without a cache. A pool-side queueing error
- * drains the copy stream, lets the join pass and is the fetch's
- * (engram_gather_job_error).
+ * word. No SM ever reads host memory: a kernel reading pinned host memory
+ * beside the pool's gather runs far below PCIe's rate, while the copy
+ * engine holds it. Scales of every row come from the pool as without a
+ * cache. A pool-side queueing error drains the copy stream, lets the join
+ * pass and is the fetch's (engram_gather_job_error).
  *
  * This file is CUDA-free: the stream operations come through
  * engram_gather_stream_ops_t (CUDA's in gpu_host_gather_stream.c, a host fake in

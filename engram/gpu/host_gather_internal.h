@@ -15,7 +15,8 @@ enum {
     TASK_ROWS = 32,
     /* Rows ahead whose sources are prefetched: random rows are DRAM misses
      * (and TLB misses on 4 KiB pages), so a thread keeps several in flight
-     * (8, into every cache level, gathered fastest on an H200's host). */
+     * (into every cache level; engram_gpu_bench --paths host_gather
+     * measures the gather). */
     PREFETCH_ROWS = 8,
     /* A fetch is cut into at least this many chunks (while a chunk keeps a
      * task): the copy engine starts after the first and ends one chunk

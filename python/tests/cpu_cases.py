@@ -345,7 +345,7 @@ def case_bad_arguments(ctx):
 
 
 def case_integers_past_the_c_fields_and_shape_messages(ctx):
-    # 2**40 tokens once wrapped to 0 through the extension's 32-bit field
+    # 2**40 tokens: refused, not wrapped to 0 in the extension's 32-bit field
     for args, name in (((ctx.node, E, H, torch.bfloat16, 2**40, K), "num_max_tokens"),
                        ((ctx.node, E, H, torch.bfloat16, T, 2**32), "num_entries_per_token"),
                        ((ctx.node, 2**64, H, torch.bfloat16, T, K), "num_entries"),

@@ -189,7 +189,7 @@ def case_cuda_graph_fp8_scales_int32_device_table(ctx):
 
 # -- the stream-ordered hook ------------------------------------------------
 
-SLEEP_CYCLES = int(2e8)  # torch.cuda._sleep: about 0.1 s on an H200, far longer than any host call here
+SLEEP_CYCLES = int(2e8)  # torch.cuda._sleep's GPU cycles: at any clock far longer than any host call here
 
 
 def stream_buffer(ctx, **config):
@@ -282,7 +282,7 @@ def case_stream_hook_error_at_synchronize_and_destroy(ctx):
 def case_stream_hook_timeout_at_synchronize(ctx):
     buf = stream_buffer(ctx, timeout_ms=1000, gpu_sms=0)  # gpu_sms=0: no timing at creation, well within 1 s
     dev_idx = ctx.indices().cuda()
-    torch.cuda._sleep(SLEEP_CYCLES * 30)  # ~3 s: past timeout_ms
+    torch.cuda._sleep(SLEEP_CYCLES * 30)  # 6e9 cycles: seconds at any GPU clock, past timeout_ms
     rows, _ = buf.engram_fetch(dev_idx)()
     del rows
     e = expect(engram.TimeoutError, buf.synchronize, match="earlier stream-ordered fetch")

@@ -1,7 +1,7 @@
 """tools/overlap_bench.py takes the GEMM's slowdown and max/both within each
 repeat (GEMMs alone, fetches alone, both, back to back) before the median,
 so a GEMM whose own time drifts over the run does not skew them
-(docs/BENCHMARKS.md, fetch beside a GEMM). Pure arithmetic: runs without a GPU."""
+(docs/BENCHMARKS.md, "GPU fetch beside GEMMs"). Pure arithmetic: runs without a GPU."""
 import importlib.util
 import os
 

@@ -1,6 +1,6 @@
 """tools/sm_hold_probe.py refuses bad arguments before it imports torch or
 cupy, and says which it lacks (it measures on the device: docs/BENCHMARKS.md,
-fetch beside a GEMM)."""
+"GPU fetch beside GEMMs")."""
 import importlib.util
 import os
 import subprocess

@@ -20,7 +20,7 @@
 
 #define MAX_RANKS 4
 #define TIMEOUT_MS 2000
-#define SLACK_MS 1000 /* scheduling on a loaded 2-core CI machine */
+#define SLACK_MS 1000 /* scheduling on a loaded CI machine with few cores */
 #define FETCH_MS 500  /* how long survivors fetch across the kill (20 repetitions must fit a small test) */
 #define EPR 1024u
 #define EPT 4u

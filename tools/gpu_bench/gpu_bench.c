@@ -34,7 +34,7 @@
 
 /* What a run measures (the command line). */
 typedef struct bench_opts {
-    uint64_t epr;   /* rows per rank: --table-gib (default 256 MiB, far past the 60 MB L2) */
+    uint64_t epr;   /* rows per rank: --table-gib (default 256 MiB, far past a GPU's L2) */
     uint32_t packs; /* scale packs per row (--packs: 1 = FP8 rows with their ue8m0 scales) */
     table_gen_dist_t dist;
     const char *paths[3];

@@ -28,7 +28,7 @@
 #define ROW_BYTES 256u
 #define EPT 24u
 #define WARMUP 5
-#define TIMED 30 /* proxy mode moves each get under a host thread: tens of us per row */
+#define TIMED 30 /* few: proxy mode moves each get under a host thread, so each fetch is slow */
 #define DEADLINE_S 90 /* a rank with no result by then gives up (a stuck GIN kernel would hold the GPU tier) */
 #define MAX_LOCAL 8   /* ranks per node */
 

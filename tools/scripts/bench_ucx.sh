@@ -24,7 +24,7 @@ export ENGRAM_UCX_WINDOW=${ENGRAM_UCX_WINDOW:-256}
 window=$ENGRAM_UCX_WINDOW
 seconds=${PERFTEST_SECONDS:-5}
 # While one rank runs all its timed fetches the others wait in one barrier,
-# which over tcp on a loaded 2-core VM can outlast the 30 s default.
+# which over tcp on a small, loaded host can outlast the 30 s default.
 export ENGRAM_TIMEOUT_MS=${ENGRAM_TIMEOUT_MS:-600000}
 [[ $window =~ ^[1-9][0-9]*$ ]] || { echo "bench_ucx: ENGRAM_UCX_WINDOW must be a positive integer, got '$window'" >&2; exit 2; }
 [[ $seconds =~ ^[1-9][0-9]*$ ]] || { echo "bench_ucx: PERFTEST_SECONDS must be a positive integer, got '$seconds'" >&2; exit 2; }

@@ -7,10 +7,9 @@
 # PREFIX/lib). The build is cached under
 #   ${ENGRAM_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/engram}/nccl-<key>
 # where <key> is the tarball's sha256 prefix plus a hash of the build
-# options, so a second run only copies the files (well under a second). A
-# build is about 27 CPU-minutes of compilation (NCCL 2.30.7: 21 min wall on 2
-# cores shared with other builds); it runs under nice, with
-# ENGRAM_NCCL_JOBS jobs (default: all cores).
+# options, so a second run only copies the files. A build is a long
+# compilation; it runs under nice, with ENGRAM_NCCL_JOBS jobs (default:
+# all cores).
 #
 # NCCL_HOME=PREFIX then builds the nccl_gin transport against it.
 set -euo pipefail

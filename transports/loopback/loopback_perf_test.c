@@ -1,10 +1,10 @@
 /* The get path against a plain memcpy gather loop over the same rows: one
  * decode step's worth (12,288 rows of 256 B at random from a table larger
  * than the caches) through the ops table, with the AGGREGATE/flush pattern
- * the engram layer uses. The target is 0.8x the loop (measured 0.8-0.9 on
- * Xeon hosts, about 1.0 on EPYC); the test fails below MIN_RATIO, which
- * leaves room for machine noise yet catches a lock, syscall or per-get copy
- * call creeping back into the path (those measured 0.4-0.6). Under
+ * the engram layer uses. The target is 0.8 of the loop's rate (printed
+ * with the ratio); the test fails below MIN_RATIO, which leaves room for
+ * machine noise yet catches a lock, syscall or per-get copy call creeping
+ * into the path (any of those costs far more than that margin). Under
  * sanitizers both loops are instrumented differently, so the ratio is only
  * printed. */
 #include "engram/plugin/deadline.h"

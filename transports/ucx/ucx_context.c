@@ -325,7 +325,7 @@ static engram_status_t ucx_open(engram_group_t *group, const engram_config_view_
     /* Only endpoints that report peer failure make UCP's emulated get fail
      * a send, which it turns into an abort (ucx_am_get.c); on shared memory
      * a send to a dead peer never fails, and UCP's own emulation is faster
-     * (ucx_rate_bench, posix: 3.1-5.6 against 2.6-3.3 Mgets/s). */
+     * (ucx_rate_bench, UCX_TLS=posix, measures the get rate). */
     t->am_gets = t->target_progress && t->err_mode_peer;
     engram_ucx_describe(t, lanes, sizeof(lanes));
     ENGRAM_INFO("ucx: rank %d of %d, %d queues: %s", t->shape.rank, t->shape.size, t->nqueues, lanes);

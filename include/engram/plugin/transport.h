@@ -1,6 +1,7 @@
 /* Transport ops: the contract every one-sided-get backend implements.
  * Built-ins register statically; external ones are shared objects exporting
- * their record (plugin.h; docs/ADDING_A_TRANSPORT.md).
+ * an entry symbol that points at their ops (plugin.h;
+ * docs/ADDING_A_TRANSPORT.md).
  *
  * Model: the engram layer registers one segment per rank symmetrically, then
  * issues gets (queue, peer, remote offset -> local offset, length, flags),
@@ -37,8 +38,8 @@ extern "C" {
 /* Region flags (alloc_symmetric's *region_flags): what one region needs,
  * where the capability bits speak for the transport as a whole. */
 /* Gets from this region complete only while its owner's CPU calls
- * ops->progress. The bit equals ENGRAM_CAP_OWNER_PROGRESS's, which
- * backends built before the region flags had their own name passed. */
+ * ops->progress. The bit equals ENGRAM_CAP_OWNER_PROGRESS's, so either
+ * name sets it; a reg_symmetric region takes it from that capability. */
 #define ENGRAM_REGION_OWNER_PROGRESS (1u << 4)
 
 /* How a symmetric region addresses its peers. */
