@@ -11,8 +11,9 @@
  * (hot_cache.h) compose with the local path: the table holds them, and the
  * path's issue applies them. A fetch (gpu_fetch.c) issues the paths in
  * issue order (the other-nodes path first, so its gets fly while the local
- * path loads), then queues the waits due at the call; test, wait and
- * engram_fetch_buffers queue the rest and see the paths complete.
+ * path loads), then queues the waits due at the call; test, wait,
+ * engram_fetch_buffers and engram_fetch_release_ordered queue the rest,
+ * and test and wait see the paths complete.
  *
  * Capabilities (engram_gpu_path_ops_t.caps), and the path asked:
  *   CAPTURE          a fetch may be captured in a CUDA graph: its replays
@@ -27,8 +28,10 @@
  *                    every path of the table)
  *   DEVICE_SHARDS    reads shards in GPU memory, gpu_table=device (the
  *                    local path)
- *   ORDER_AT_CALL    its wait may be queued at the call (the ordering rule
- *                    below; paths with a wait)
+ *   ORDER_AT_CALL    its wait, if it has one, is queued at the call unless
+ *                    the caller passes ENGRAM_FETCH_ORDER_AT_WAIT (the
+ *                    ordering rule below; uva has none, its rows are in
+ *                    order at the call either way)
  *   DEDUP            dedup=on's marking kernel composes with it (the local
  *                    path; without, dedup=on leaves its rows alone)
  *   NODE_PEERS       in direct mode it also takes the rows of this node's
@@ -123,10 +126,14 @@ typedef struct engram_gpu_path_ops {
      * places the receive slots (engram_gpu_place_slots). */
     engram_status_t (*create)(engram_table_t *t, engram_gpu_table_t *g, void **state);
     /* Releases what create took; no fetch is in flight (a retired one's
-     * work may still run: a path that must wait for it does). */
+     * work may still run: a path that must wait for it does). Also called
+     * with state NULL for a path whose create never ran or set none: it
+     * must accept that. */
     void (*destroy)(engram_table_t *t, engram_gpu_table_t *g, void *state);
-    /* Rows [first, first + n) of this rank's shard (NULL: nothing of the
-     * path's own to write); the replicated scales (local paths; NULL: none). */
+    /* Rows [first, first + n) of this rank's shard; the replicated scales.
+     * A local path sets both (the table calls them without a check); the
+     * other-nodes path sets write_rows where it keeps its own copy of the
+     * shard (NULL: nothing to write), and its write_scales is not called. */
     engram_status_t (*write_rows)(engram_table_t *t, void *state, uint64_t first, uint64_t n, const void *rows);
     engram_status_t (*write_scales)(engram_table_t *t, engram_gpu_table_t *g, void *state, const uint32_t *scales);
     /* Local paths: rows[n] of this node (also in GPU memory at rows_dev)
@@ -140,10 +147,12 @@ typedef struct engram_gpu_path_ops {
     /* ---- a fetch ---- */
     /* Queues the fetch's work on its stream; *wait_due set when that work
      * needs queue_wait before later work sees the rows. On failure what it
-     * queued must let the stream pass; the driver then queues the waits
-     * already due (the other-nodes path's gets write into the slot) and,
-     * for the local path, synchronizes the stream: nothing of a failed
-     * fetch runs once the call returns. */
+     * queued must let the stream pass; on a failure of either path the
+     * driver issues no later path, queues the waits already due (the
+     * other-nodes path's gets write into the slot) and synchronizes the
+     * stream: nothing of a failed fetch runs once the call returns. Under
+     * capture it does not synchronize (nothing of a captured fetch runs at
+     * the call; synchronizing a capturing stream invalidates the capture). */
     engram_status_t (*issue)(void *state, engram_gpu_table_t *g, const engram_gpu_fetch_t *fx, bool *wait_due);
     /* Host work at the call once every path's stream work is queued (NULL:
      * none); not for captured fetches. An error is the fetch's status. */

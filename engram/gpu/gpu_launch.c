@@ -3,9 +3,10 @@
  * peer outside the local path's. Its issue kernel goes first on the
  * fetch's stream, so its gets fly while the local path's kernel loads the
  * local rows, gathers the scales and applies the bad-index rule; its wait
- * is queued by the fetch's first test, wait or buffers query (it lacks
- * ORDER_AT_CALL), so work the caller queues in between overlaps the
- * transfer. */
+ * is queued by the fetch's first test, wait, engram_fetch_buffers or
+ * engram_fetch_release_ordered (it lacks ORDER_AT_CALL), so work the
+ * caller queues in between overlaps the transfer; a captured fetch's is
+ * queued at the call. */
 #include <stdlib.h>
 
 #include "engram/gpu/gpu_state.h"

@@ -37,9 +37,11 @@ engram_status_t engram_gpu_cache_set(engram_table_t *t, const int64_t *rows, uin
 /* engram_test for a fetch of a GPU table. */
 engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f);
 /* What work queued on a GPU fetch's stream after this call needs to see
- * its rows: a fetch launcher's wait, queued now if not yet (it is queued
- * by the first engram_test, engram_wait or engram_fetch_buffers). A
- * failure to queue it becomes the fetch's status. */
+ * its rows: the waits still pending (a launcher's, or host_gather's join
+ * with ENGRAM_FETCH_ORDER_AT_WAIT), queued now if not yet (the first
+ * engram_test, engram_wait, engram_fetch_buffers or
+ * engram_fetch_release_ordered queues them; fetch_path.h). A failure to
+ * queue them becomes the fetch's status. */
 engram_status_t engram_gpu_fetch_order(engram_fetch_slot_t *f);
 /* A GPU fetch's slot is free again (released complete, or a retired
  * slot reclaimed): its report entry goes back, and the fetches released
