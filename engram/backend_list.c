@@ -14,7 +14,6 @@
 #include "transports/builtins.h"
 
 /* Plugins listed; far more than a plugin directory holds. */
-enum { MAX_PLUGINS = 64 };
 
 typedef struct backend {
     engram_backend_info_t info;
@@ -76,10 +75,10 @@ engram_status_t engram_backend_list_create(const engram_config_t *cfg, engram_gr
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "engram_backend_list_create: NULL %s",
                             cfg == NULL ? "config" : group == NULL ? "group" : "out");
     const engram_builtin_table_t *builtins = engram_transport_builtins();
-    char(*names)[ENGRAM_PLUGIN_NAME_MAX + 1] = malloc(MAX_PLUGINS * sizeof(*names));
-    if (names == NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "engram_backend_list_create: out of memory");
-    const int nplugins = engram_registry_plugin_names(cfg->plugin_path, names, MAX_PLUGINS);
+    engram_plugin_name_t *names;
+    const int nplugins = engram_registry_plugin_names(cfg->plugin_path, &names);
+    if (nplugins < 0)
+        return ENGRAM_ERR_NOMEM;
     engram_backend_list_t *list =
         malloc(sizeof(*list) + (size_t)(builtins->count + nplugins) * sizeof(list->entries[0]));
     if (list == NULL) {
@@ -99,6 +98,13 @@ engram_status_t engram_backend_list_create(const engram_config_t *cfg, engram_gr
             probe(b, group, cfg);
     }
     for (int i = 0; i < nplugins; i++) {
+        /* A file of a built-in row's name is that row's module (selection
+         * and key checks read it so): listed once, as the row. */
+        bool builtin = false;
+        for (int r = 0; r < builtins->count && !builtin; r++)
+            builtin = strcmp(names[i], builtins->entries[r].name) == 0;
+        if (builtin)
+            continue;
         backend_t *b = &list->entries[list->count++];
         named(b, names[i], ENGRAM_BACKEND_PLUGIN);
         if (engram_registry_load_plugin(names[i], cfg->plugin_path, &b->ops) != ENGRAM_OK) {

@@ -43,6 +43,12 @@ engram_status_t engram_config_check_decls(const engram_config_keyset_t *set)
     if (set->count > 0 && prefix == 0)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: declares config keys but has no transport name for them to "
                             "begin with", set->owner);
+    for (size_t j = 0; set->count > 0 && j < prefix; j++)
+        if (!((transport[j] >= 'a' && transport[j] <= 'z') || (transport[j] >= '0' && transport[j] <= '9') ||
+              transport[j] == '_'))
+            return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: declares config keys, but its name '%s' holds '%c': keys "
+                                "are [a-z0-9_] and begin with their transport's name, so only a transport named in "
+                                "[a-z0-9_] can declare any", set->owner, transport, transport[j]);
     for (int i = 0; i < set->count; i++) {
         const engram_config_key_decl_t *k = &set->keys[i];
         if (k->name == NULL || k->def == NULL || k->accepted == NULL || k->help == NULL)

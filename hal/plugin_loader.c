@@ -404,15 +404,17 @@ static int compare_names(const void *a, const void *b)
     return strcmp(a, b);
 }
 
-int engram_registry_plugin_names(const char *plugin_path, char (*names)[ENGRAM_PLUGIN_NAME_MAX + 1], int max)
+int engram_registry_plugin_names(const char *plugin_path, engram_plugin_name_t **out)
 {
     static const char prefix[] = "libengram_transport_", suffix[] = ".so";
+    *out = NULL;
     if (plugin_path == NULL || engram_config_check_paths("", "plugin_path", plugin_path) != ENGRAM_OK)
         return 0;
-    int n = 0;
+    engram_plugin_name_t *names = NULL;
+    size_t n = 0, cap = 0;
     const char *rest = path_begin(plugin_path), *entry;
     size_t len;
-    while (path_next(&rest, &entry, &len) && n < max) {
+    while (path_next(&rest, &entry, &len)) {
         char dir[PATH_MAX];
         if (len >= sizeof(dir))
             continue;
@@ -421,7 +423,7 @@ int engram_registry_plugin_names(const char *plugin_path, char (*names)[ENGRAM_P
         DIR *d = opendir(dir);
         if (d == NULL)
             continue;
-        for (struct dirent *e; n < max && (e = readdir(d)) != NULL;) {
+        for (struct dirent *e; (e = readdir(d)) != NULL;) {
             size_t l = strlen(e->d_name);
             if (l <= sizeof(prefix) - 1 + sizeof(suffix) - 1 || strncmp(e->d_name, prefix, sizeof(prefix) - 1) != 0 ||
                 strcmp(e->d_name + l - (sizeof(suffix) - 1), suffix) != 0)
@@ -429,6 +431,18 @@ int engram_registry_plugin_names(const char *plugin_path, char (*names)[ENGRAM_P
             size_t name_len = l - (sizeof(prefix) - 1) - (sizeof(suffix) - 1);
             if (name_len > ENGRAM_PLUGIN_NAME_MAX)
                 continue;
+            if (n == cap) {
+                size_t grown = cap ? 2 * cap : 16;
+                engram_plugin_name_t *more = realloc(names, grown * sizeof(*names));
+                if (more == NULL) {
+                    closedir(d);
+                    free(names);
+                    ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "plugin_path: out of memory listing plugins");
+                    return -1;
+                }
+                names = more;
+                cap = grown;
+            }
             memcpy(names[n], e->d_name + sizeof(prefix) - 1, name_len);
             names[n][name_len] = '\0';
             if (name_is_valid(names[n]))
@@ -436,6 +450,17 @@ int engram_registry_plugin_names(const char *plugin_path, char (*names)[ENGRAM_P
         }
         closedir(d);
     }
-    qsort(names, (size_t)n, sizeof(names[0]), compare_names);
-    return n;
+    if (n == 0) {
+        free(names);
+        return 0;
+    }
+    /* Sorted, each name once: the first directory that holds a name is the
+     * one that loads it, so a repeat further down the path is no plugin. */
+    qsort(names, n, sizeof(names[0]), compare_names);
+    size_t kept = 1;
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(names[i], names[kept - 1]) != 0)
+            memmove(names[kept++], names[i], sizeof(names[0]));
+    *out = names;
+    return (int)kept;
 }

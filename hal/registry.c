@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hal/log.h"
@@ -98,9 +99,12 @@ static const engram_transport_ops_t *auto_plugin(engram_group_t *group, const ch
                                                  const engram_transport_ops_t *const *skip, int nskip, char *passed,
                                                  size_t cap, size_t *used)
 {
-    char names[MAX_BUILTINS][ENGRAM_PLUGIN_NAME_MAX + 1];
-    int n = engram_registry_plugin_names(plugin_path, names, MAX_BUILTINS);
-    for (int i = 0; i < n; i++) {
+    engram_plugin_name_t *names;
+    int n = engram_registry_plugin_names(plugin_path, &names);
+    if (n < 0)
+        passed_over(passed, cap, used, "plugin_path", engram_last_error());
+    const engram_transport_ops_t *chosen = NULL;
+    for (int i = 0; i < n && chosen == NULL; i++) {
         if (builtin_find(builtins, names[i]) != NULL)
             continue; /* a module of a built-in row: tried by its priority */
         const engram_transport_ops_t *ops = NULL;
@@ -112,10 +116,12 @@ static const engram_transport_ops_t *auto_plugin(engram_group_t *group, const ch
         else if (!ops->available(group, &why))
             why = why ? why : "not available (no reason given)";
         else
-            return ops;
-        passed_over(passed, cap, used, names[i], why);
+            chosen = ops;
+        if (chosen == NULL)
+            passed_over(passed, cap, used, names[i], why);
     }
-    return NULL;
+    free(names);
+    return chosen;
 }
 
 static engram_status_t select_auto(engram_group_t *group, const engram_config_t *cfg,

@@ -64,11 +64,14 @@ engram_config_keyset_t engram_transport_keys(const engram_transport_ops_t *ops);
 engram_status_t engram_transport_open(const engram_transport_ops_t *ops, engram_group_t *group,
                                       const engram_config_t *cfg, engram_transport_t **out);
 
-/* Plugin names found on plugin_path (files libengram_transport_<name>.so),
- * sorted, at most max; returns how many. Unreadable directories and
- * malformed names are skipped. */
+/* Every plugin name found on plugin_path (files libengram_transport_<name>.so
+ * in any of its directories), sorted, each once: *out (malloc'd, the
+ * caller frees it; NULL when there is none). Returns how many, or -1 with
+ * the error set when out of memory. Unreadable directories and malformed
+ * names are skipped. */
 #define ENGRAM_PLUGIN_NAME_MAX 64
-int engram_registry_plugin_names(const char *plugin_path, char (*names)[ENGRAM_PLUGIN_NAME_MAX + 1], int max);
+typedef char engram_plugin_name_t[ENGRAM_PLUGIN_NAME_MAX + 1];
+int engram_registry_plugin_names(const char *plugin_path, engram_plugin_name_t **out);
 
 /* The directory of the modules that ship with libengram: <dir>/engram
  * beside the shared library holding this code, or <dir>/../lib/engram for a

@@ -5,14 +5,11 @@
  * plugin_path), its declarations only once it is loaded, so this check runs
  * at selection, not at engram_config_create; it loads no other transport. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hal/log.h"
 #include "hal/registry.h"
-
-/* Transport names a key may begin with: the built-in rows and the plugins
- * on plugin_path; more than a handful is not a setup. */
-enum { MAX_NAMES = 64 };
 
 engram_config_keyset_t engram_transport_keys(const engram_transport_ops_t *ops)
 {
@@ -67,17 +64,20 @@ engram_status_t engram_registry_check_keys(const engram_config_t *cfg, const eng
 {
     if (cfg->num_extra == 0)
         return ENGRAM_OK; /* nothing to check: no plugin needs loading */
-    if (builtins->count > MAX_NAMES)
-        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "transport keys: %d built-ins exceed the %d names looked through",
-                            builtins->count, MAX_NAMES);
-    const char *names[MAX_NAMES];
+    engram_plugin_name_t *plugins;
+    int np = engram_registry_plugin_names(cfg->plugin_path, &plugins);
+    if (np < 0)
+        return ENGRAM_ERR_NOMEM;
+    const char **names = malloc(((size_t)builtins->count + (size_t)np + 1) * sizeof(*names));
+    if (names == NULL) {
+        free(plugins);
+        return ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "transport keys: out of memory");
+    }
     int n = 0;
     for (; n < builtins->count; n++)
         names[n] = builtins->entries[n].name;
     /* A plugin file of a built-in row's name is that row's (as selection
      * has it). */
-    char plugins[MAX_NAMES][ENGRAM_PLUGIN_NAME_MAX + 1];
-    int np = engram_registry_plugin_names(cfg->plugin_path, plugins, MAX_NAMES - n);
     for (int i = 0; i < np; i++) {
         bool builtin = false;
         for (int b = 0; b < builtins->count && !builtin; b++)
@@ -86,5 +86,8 @@ engram_status_t engram_registry_check_keys(const engram_config_t *cfg, const eng
             names[n++] = plugins[i];
     }
     key_owners_t owners = {builtins, cfg->plugin_path, names};
-    return engram_config_check_keys(cfg, names, n, owner_keys, &owners);
+    engram_status_t st = engram_config_check_keys(cfg, names, n, owner_keys, &owners);
+    free(names);
+    free(plugins);
+    return st;
 }

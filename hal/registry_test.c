@@ -586,13 +586,32 @@ static void test_transport_keys(engram_group_t *g)
                 "unnamed: config key 'window' is not named after its transport: transport unnamed declares only "
                 "keys named unnamed_<rest>");
 
-    /* More built-in rows than the names looked through. */
-    engram_builtin_t many_rows[65];
-    for (int i = 0; i < 65; i++)
-        many_rows[i] = (engram_builtin_t){"loopback", &fake_loopback, NULL, 0, false};
-    const engram_builtin_table_t many = {many_rows, 65};
-    CHECK_ERROR(check_key(&many, "", "ucx_window", "1"), ENGRAM_ERR_OVERFLOW,
-                "transport keys: 65 built-ins exceed the 64 names looked through");
+    /* A plugin directory of many files: every name is looked through, in
+     * order, each once however often the path repeats the directory; the
+     * key of the plugin that sorts after 70 others finds it. */
+    char many_dir[4096], file[8192], target[8192];
+    const char *tmp = getenv("TEST_TMPDIR");
+    snprintf(many_dir, sizeof(many_dir), "%s/many", tmp ? tmp : "/tmp");
+    (void)mkdir(many_dir, 0700);
+    for (int i = 0; i < 70; i++) {
+        snprintf(file, sizeof(file), "%s/libengram_transport_a%02d.so", many_dir, i);
+        FILE *f = fopen(file, "w");
+        CHECK(f != NULL && fputs("not a shared object\n", f) >= 0 && fclose(f) == 0);
+    }
+    snprintf(file, sizeof(file), "%s/libengram_transport_testplug.so", many_dir);
+    snprintf(target, sizeof(target), "%s/libengram_transport_testplug.so", plugin_dir);
+    (void)unlink(file);
+    CHECK(symlink(target, file) == 0);
+    char twice[sizeof(many_dir) * 2 + 2];
+    snprintf(twice, sizeof(twice), "%s:%s", many_dir, many_dir);
+    engram_plugin_name_t *names = NULL;
+    CHECK(engram_registry_plugin_names(twice, &names) == 71);
+    CHECK(strcmp(names[0], "a00") == 0 && strcmp(names[69], "a69") == 0 && strcmp(names[70], "testplug") == 0);
+    free(names);
+    CHECK(engram_registry_plugin_names("", &names) == 0 && names == NULL);
+    CHECK_OK(check_key(&builtins, twice, "testplug_queues", "2"));
+    CHECK(strstr(key_log, "transport plugin 'testplug' loaded from") != NULL);
+    CHECK(strstr(key_log, "libengram_transport_a") == NULL);
 
     /* A transport reading a key it did not declare gets an error naming it. */
     cfg = config_new("testplug", plugin_dir);

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "engram/engram.h"
 #include "hal/testdata/check_error.h"
@@ -90,6 +92,28 @@ int main(int argc, char **argv)
     CHECK(strcmp(tp.selected, "testplug: 4 queues, 0 gets, 0 doorbells, 0 flushes") == 0);
     check_state(list, "gpuonly", ENGRAM_BACKEND_PLUGIN, ENGRAM_BACKEND_UNAVAILABLE, "loader test plugin");
     check_state(list, "nosym", ENGRAM_BACKEND_PLUGIN, ENGRAM_BACKEND_ABSENT, "libengram_transport_nosym.so exports");
+
+    /* A plugin_path file named like a built-in row is that row's module (as
+     * selection and key checks read it): listed once, as the row, and not
+     * opened as a plugin. */
+    char shadow[4096], file[8192];
+    const char *tmp = getenv("TEST_TMPDIR");
+    snprintf(shadow, sizeof(shadow), "%s/shadow", tmp ? tmp : "/tmp");
+    (void)mkdir(shadow, 0700);
+    snprintf(file, sizeof(file), "%s/libengram_transport_ucx.so", shadow);
+    char real[4096];
+    CHECK(realpath(argv[1], real) != NULL);
+    (void)unlink(file);
+    CHECK(symlink(real, file) == 0);
+    engram_config_t *shadowed = NULL;
+    CHECK_OK(engram_config_create(&shadowed));
+    CHECK_OK(engram_config_set(shadowed, "plugin_path", shadow));
+    engram_backend_list_t *rows = NULL;
+    CHECK_OK(engram_backend_list_create(shadowed, g, &rows));
+    CHECK(engram_backend_list_count(rows) == 4);
+    check_state(rows, "ucx", ENGRAM_BACKEND_MODULE, ENGRAM_BACKEND_ABSENT, "");
+    engram_backend_list_destroy(rows);
+    engram_config_destroy(shadowed);
 
     /* Keys: the core's are engram_config_print's; these are the backends'. */
     FILE *f = tmpfile();

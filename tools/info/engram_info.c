@@ -152,10 +152,17 @@ static int check_runs(const engram_config_t *cfg, engram_group_t *g, uint64_t ta
     return 0;
 }
 
-static void usage_exit(const char *prog)
+/* Usage on stdout with status 0 when asked for (--help), else on stderr
+ * with status 2. */
+static void usage_exit(const char *prog, int status)
 {
-    fprintf(stderr, "usage: %s [--table-gib N]\n", prog);
-    exit(2);
+    fprintf(status == 0 ? stdout : stderr,
+            "usage: %s [--table-gib N]\n"
+            "  Lists the backends (where each comes from, whether it runs here and why not, what it offers),\n"
+            "  the effective configuration with each value's source, and the GPU fetch path a recv=CUDA\n"
+            "  table of N GiB per node would take (default 64).\n",
+            prog);
+    exit(status);
 }
 
 int main(int argc, char **argv)
@@ -164,8 +171,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--table-gib") == 0 && i + 1 < argc)
             table_gib = num_flag(argv[0], "--table-gib", argv[++i], 1, 1u << 16);
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            usage_exit(argv[0], 0);
         else
-            usage_exit(argv[0]);
+            usage_exit(argv[0], 2);
     }
     printf("engram %s\n", engram_version(NULL, NULL, NULL));
     engram_config_t *cfg;

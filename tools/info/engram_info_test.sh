@@ -94,6 +94,13 @@ for args in "--bogus" "--table-gib 0" "--table-gib" "--table-gib 65537" "--table
     fi
 done
 "$info" --table-gib 16 >"$out" 2>"$err" || { echo "FAIL (--table-gib 16): exit $?"; fails=$((fails + 1)); }
+for args in "--help" "-h"; do
+    "$info" $args >"$out" 2>"$err"
+    rc=$?
+    if [ "$rc" != 0 ] || ! grep -q "^usage: " "$out" || [ -s "$err" ]; then
+        echo "FAIL ($args): exit $rc, wanted 0 with the usage on stdout"; cat "$out" "$err"; fails=$((fails + 1))
+    fi
+done
 
 if [ "$fails" != 0 ]; then echo "$fails failed"; exit 1; fi
 echo "engram_info_test: all passed"
