@@ -76,7 +76,7 @@ engram_status_t engram_backend_list_create(const engram_config_t *cfg, engram_gr
                             cfg == NULL ? "config" : group == NULL ? "group" : "out");
     const engram_builtin_table_t *builtins = engram_transport_builtins();
     engram_plugin_name_t *names;
-    const int nplugins = engram_registry_plugin_names(cfg->plugin_path, &names);
+    const int nplugins = engram_registry_plugin_names(cfg->plugin_path, builtins, &names);
     if (nplugins < 0)
         return ENGRAM_ERR_NOMEM;
     engram_backend_list_t *list =
@@ -98,13 +98,6 @@ engram_status_t engram_backend_list_create(const engram_config_t *cfg, engram_gr
             probe(b, group, cfg);
     }
     for (int i = 0; i < nplugins; i++) {
-        /* A file of a built-in row's name is that row's module (selection
-         * and key checks read it so): listed once, as the row. */
-        bool builtin = false;
-        for (int r = 0; r < builtins->count && !builtin; r++)
-            builtin = strcmp(names[i], builtins->entries[r].name) == 0;
-        if (builtin)
-            continue;
         backend_t *b = &list->entries[list->count++];
         named(b, names[i], ENGRAM_BACKEND_PLUGIN);
         if (engram_registry_load_plugin(names[i], cfg->plugin_path, &b->ops) != ENGRAM_OK) {

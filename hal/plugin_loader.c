@@ -404,7 +404,8 @@ static int compare_names(const void *a, const void *b)
     return strcmp(a, b);
 }
 
-int engram_registry_plugin_names(const char *plugin_path, engram_plugin_name_t **out)
+int engram_registry_plugin_names(const char *plugin_path, const engram_builtin_table_t *builtins,
+                                 engram_plugin_name_t **out)
 {
     static const char prefix[] = "libengram_transport_", suffix[] = ".so";
     *out = NULL;
@@ -445,7 +446,7 @@ int engram_registry_plugin_names(const char *plugin_path, engram_plugin_name_t *
             }
             memcpy(names[n], e->d_name + sizeof(prefix) - 1, name_len);
             names[n][name_len] = '\0';
-            if (name_is_valid(names[n]))
+            if (name_is_valid(names[n]) && engram_registry_builtin_find(builtins, names[n]) == NULL)
                 n++;
         }
         closedir(d);

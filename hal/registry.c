@@ -14,9 +14,9 @@
 /* auto tries at most this many built-ins; the table is a handful long. */
 enum { MAX_BUILTINS = 32 };
 
-static const engram_builtin_t *builtin_find(const engram_builtin_table_t *builtins, const char *name)
+const engram_builtin_t *engram_registry_builtin_find(const engram_builtin_table_t *builtins, const char *name)
 {
-    for (int i = 0; i < builtins->count; i++)
+    for (int i = 0; builtins != NULL && i < builtins->count; i++)
         if (strcmp(builtins->entries[i].name, name) == 0)
             return &builtins->entries[i];
     return NULL;
@@ -100,13 +100,11 @@ static const engram_transport_ops_t *auto_plugin(engram_group_t *group, const ch
                                                  size_t cap, size_t *used)
 {
     engram_plugin_name_t *names;
-    int n = engram_registry_plugin_names(plugin_path, &names);
+    int n = engram_registry_plugin_names(plugin_path, builtins, &names);
     if (n < 0)
         passed_over(passed, cap, used, "plugin_path", engram_last_error());
     const engram_transport_ops_t *chosen = NULL;
     for (int i = 0; i < n && chosen == NULL; i++) {
-        if (builtin_find(builtins, names[i]) != NULL)
-            continue; /* a module of a built-in row: tried by its priority */
         const engram_transport_ops_t *ops = NULL;
         const char *why = NULL;
         if (engram_registry_load_plugin(names[i], plugin_path, &ops) != ENGRAM_OK)
@@ -215,7 +213,7 @@ engram_status_t engram_registry_select_excluding(engram_group_t *group, const en
     const char *name = cfg->transport;
     if (strcmp(name, "auto") == 0)
         return select_auto(group, cfg, builtins, skip, nskip, out);
-    const engram_builtin_t *b = builtin_find(builtins, name);
+    const engram_builtin_t *b = engram_registry_builtin_find(builtins, name);
     if (b == NULL)
         return select_plugin(group, name, cfg->plugin_path, builtins, out);
     const engram_transport_ops_t *ops = NULL;

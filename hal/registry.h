@@ -65,13 +65,16 @@ engram_status_t engram_transport_open(const engram_transport_ops_t *ops, engram_
                                       const engram_config_t *cfg, engram_transport_t **out);
 
 /* Every plugin name found on plugin_path (files libengram_transport_<name>.so
- * in any of its directories), sorted, each once: *out (malloc'd, the
- * caller frees it; NULL when there is none). Returns how many, or -1 with
- * the error set when out of memory. Unreadable directories and malformed
- * names are skipped. */
+ * in any of its directories), sorted, each once, less the names of
+ * `builtins`' rows (NULL: none): a file of a row's name is that row's
+ * module, which selection, key checks and the backend list read as the row.
+ * *out is malloc'd (the caller frees it; NULL when there is none). Returns
+ * how many, or -1 with the error set when out of memory. Unreadable
+ * directories and malformed names are skipped. */
 #define ENGRAM_PLUGIN_NAME_MAX 64
 typedef char engram_plugin_name_t[ENGRAM_PLUGIN_NAME_MAX + 1];
-int engram_registry_plugin_names(const char *plugin_path, engram_plugin_name_t **out);
+int engram_registry_plugin_names(const char *plugin_path, const engram_builtin_table_t *builtins,
+                                 engram_plugin_name_t **out);
 
 /* The directory of the modules that ship with libengram: <dir>/engram
  * beside the shared library holding this code, or <dir>/../lib/engram for a
@@ -82,6 +85,8 @@ const char *engram_registry_module_dir(void);
  * process: the outcome is kept); NULL with the reason in *why (static,
  * valid for the process) otherwise. */
 const engram_transport_ops_t *engram_registry_builtin_ops(const engram_builtin_t *b, const char **why);
+/* The row of `builtins` named `name` (builtins NULL: none), or NULL. */
+const engram_builtin_t *engram_registry_builtin_find(const engram_builtin_table_t *builtins, const char *name);
 
 /* Load module <name> (libengram_transport_<name>.so) from the module
  * directory; when that fails, the reason into why (not logged as an

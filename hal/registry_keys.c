@@ -65,7 +65,7 @@ engram_status_t engram_registry_check_keys(const engram_config_t *cfg, const eng
     if (cfg->num_extra == 0)
         return ENGRAM_OK; /* nothing to check: no plugin needs loading */
     engram_plugin_name_t *plugins;
-    int np = engram_registry_plugin_names(cfg->plugin_path, &plugins);
+    int np = engram_registry_plugin_names(cfg->plugin_path, builtins, &plugins);
     if (np < 0)
         return ENGRAM_ERR_NOMEM;
     const char **names = malloc(((size_t)builtins->count + (size_t)np + 1) * sizeof(*names));
@@ -76,15 +76,8 @@ engram_status_t engram_registry_check_keys(const engram_config_t *cfg, const eng
     int n = 0;
     for (; n < builtins->count; n++)
         names[n] = builtins->entries[n].name;
-    /* A plugin file of a built-in row's name is that row's (as selection
-     * has it). */
-    for (int i = 0; i < np; i++) {
-        bool builtin = false;
-        for (int b = 0; b < builtins->count && !builtin; b++)
-            builtin = strcmp(plugins[i], builtins->entries[b].name) == 0;
-        if (!builtin)
-            names[n++] = plugins[i];
-    }
+    for (int i = 0; i < np; i++)
+        names[n++] = plugins[i];
     key_owners_t owners = {builtins, cfg->plugin_path, names};
     engram_status_t st = engram_config_check_keys(cfg, names, n, owner_keys, &owners);
     free(names);

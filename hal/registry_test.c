@@ -605,10 +605,10 @@ static void test_transport_keys(engram_group_t *g)
     char twice[sizeof(many_dir) * 2 + 2];
     snprintf(twice, sizeof(twice), "%s:%s", many_dir, many_dir);
     engram_plugin_name_t *names = NULL;
-    CHECK(engram_registry_plugin_names(twice, &names) == 71);
+    CHECK(engram_registry_plugin_names(twice, NULL, &names) == 71);
     CHECK(strcmp(names[0], "a00") == 0 && strcmp(names[69], "a69") == 0 && strcmp(names[70], "testplug") == 0);
     free(names);
-    CHECK(engram_registry_plugin_names("", &names) == 0 && names == NULL);
+    CHECK(engram_registry_plugin_names("", NULL, &names) == 0 && names == NULL);
     CHECK_OK(check_key(&builtins, twice, "testplug_queues", "2"));
     CHECK(strstr(key_log, "transport plugin 'testplug' loaded from") != NULL);
     CHECK(strstr(key_log, "libengram_transport_a") == NULL);
