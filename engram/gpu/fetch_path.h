@@ -147,11 +147,12 @@ typedef struct engram_gpu_path_ops {
     /* ---- a fetch ---- */
     /* Queues the fetch's work on its stream; *wait_due set when that work
      * needs queue_wait before later work sees the rows. On failure what it
-     * queued must let the stream pass. On a failure of the other-nodes path
-     * the driver issues no later path and returns; on a failure of the local
-     * path it queues the waits already due (the other-nodes path's gets
-     * write into the slot) and synchronizes the stream, so nothing of the
-     * failed fetch runs once the call returns. */
+     * queued must let the stream pass; on a failure of either path the
+     * driver issues no later path, queues the waits already due (the
+     * other-nodes path's gets write into the slot) and synchronizes the
+     * stream: nothing of a failed fetch runs once the call returns. Under
+     * capture it does not synchronize (nothing of a captured fetch runs at
+     * the call; synchronizing a capturing stream invalidates the capture). */
     engram_status_t (*issue)(void *state, engram_gpu_table_t *g, const engram_gpu_fetch_t *fx, bool *wait_due);
     /* Host work at the call once every path's stream work is queued (NULL:
      * none); not for captured fetches. An error is the fetch's status. */

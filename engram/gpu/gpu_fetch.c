@@ -10,11 +10,11 @@
  * host-mapped report, gather.h): nothing is queued between two fetches'
  * kernels, so programmatic dependent launch chains them and a fetch stream
  * keeps its SMs beside a GEMM (with an event record between them, each
- * fetch's blocks would wait for GEMM blocks to retire). Otherwise (dedup's
- * copy kernel follows, an other-nodes path, host_gather's copies) an event
- * is recorded behind the last work: at the call, or behind the last wait,
- * and again behind the remote path's scatter, which a test queues
- * (gpu_remote.c); a captured fetch records none (issue() says why). */
+ * fetch's blocks would wait for GEMM blocks to retire). Otherwise (dedup's copy kernel follows, an
+ * other-nodes path, host_gather's copies) an event is recorded behind the
+ * last work: at the call, or behind the last wait, and for remote again
+ * behind its scatter, which a test queues (gpu_remote.c); a captured fetch
+ * records none (issue() says why). */
 #include "engram/fetch_handle.h"
 #include "engram/gpu/gpu_fetch.h"
 #include "engram/gpu/gpu_state.h"
@@ -87,17 +87,6 @@ static engram_status_t queue_waits_here(engram_gpu_table_t *g, int slot, bool ca
     return st;
 }
 
-/* queue_waits_here for every pending wait of a fetch not captured, from a
- * call that has not made the table's device current (test, wait,
- * engram_fetch_buffers, engram_fetch_release_ordered). */
-static engram_status_t queue_waits(engram_gpu_table_t *g, int slot)
-{
-    int previous = device_enter(g);
-    engram_status_t st = queue_waits_here(g, slot, false, ~0u);
-    device_leave(previous);
-    return st;
-}
-
 /* The paths whose wait the ordering rule (fetch_path.h) queues at the
  * call: every one under capture, as no later host call would; else those
  * with ORDER_AT_CALL unless the caller asked ENGRAM_FETCH_ORDER_AT_WAIT. */
@@ -131,13 +120,15 @@ static engram_status_t issue(engram_gpu_table_t *g, const engram_gpu_fetch_t *fx
             g->wait_pending[slot] |= (uint8_t)(1u << p);
         if (st == ENGRAM_OK)
             continue;
-        if (p == ENGRAM_GPU_PATH_LOCAL) {
-            /* The other path's gets write into the slot: done before it is
-             * free; then nothing of the fetch is in flight. */
-            if (g->wait_pending[slot] != 0)
-                (void)queue_waits_here(g, slot, fx->captured, ~0u);
+        /* The other path's gets write into the slot: done before it is
+         * free; then what any path queued before failing has run, and
+         * nothing of the fetch is in flight. Not under capture: nothing of
+         * a captured fetch runs at the call, and synchronizing a capturing
+         * stream fails and invalidates the capture. */
+        if (g->wait_pending[slot] != 0)
+            (void)queue_waits_here(g, slot, fx->captured, ~0u);
+        if (!fx->captured)
             cudaStreamSynchronize((cudaStream_t)fx->stream);
-        }
         return st;
     }
     const unsigned due = waits_at_call(g, fx) & g->wait_pending[slot];
@@ -306,14 +297,16 @@ void engram_gpu_report_read(const engram_table_t *t, uint32_t report, uint32_t n
     *first_entry = count > 0 ? (uint32_t)(first % t->params.entries_per_token) : 0;
 }
 
-engram_status_t engram_gpu_fetch_order(engram_fetch_slot_t *f)
+/* Queues every pending wait of a fetch not captured (a captured one is
+ * complete at the call: see fetch_here); the table's device is current. */
+static engram_status_t fetch_order_here(engram_fetch_slot_t *f)
 {
     engram_table_t *t = f->table;
     engram_gpu_table_t *g = t->gpu;
     int slot = (int)(f - t->slots);
     if (f->completed || !g->wait_pending[slot])
         return ENGRAM_OK;
-    engram_status_t st = queue_waits(g, slot);
+    engram_status_t st = queue_waits_here(g, slot, false, ~0u);
     if (st != ENGRAM_OK) {
         f->completed = true;
         f->status = st;
@@ -321,10 +314,25 @@ engram_status_t engram_gpu_fetch_order(engram_fetch_slot_t *f)
     return st;
 }
 
-engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
+/* From a call that has not made the table's device current
+ * (engram_fetch_buffers, engram_fetch_release_ordered); test and wait
+ * enter it once for all their CUDA work (engram_gpu_fetch_test). */
+engram_status_t engram_gpu_fetch_order(engram_fetch_slot_t *f)
 {
-    if (f->completed)
-        return f->status;
+    engram_table_t *t = f->table;
+    engram_gpu_table_t *g = t->gpu;
+    if (f->completed || !g->wait_pending[f - t->slots])
+        return ENGRAM_OK; /* nothing to queue: no device switch */
+    int previous = device_enter(g);
+    engram_status_t st = fetch_order_here(f);
+    device_leave(previous);
+    return st;
+}
+
+/* engram_gpu_fetch_test past its check, with the table's device current
+ * (remote's progress launches its scatter on the fetch's stream). */
+static engram_status_t fetch_test_here(engram_fetch_slot_t *f)
+{
     engram_table_t *t = f->table;
     engram_gpu_table_t *g = t->gpu;
     int slot = (int)(f - t->slots);
@@ -334,7 +342,7 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
             path->ops->progress(path->state, g, f, slot) == ENGRAM_INPROGRESS)
             return ENGRAM_INPROGRESS;
     }
-    engram_status_t st = engram_gpu_fetch_order(f);
+    engram_status_t st = fetch_order_here(f);
     if (st != ENGRAM_OK)
         return st;
     /* A fetch's first test does not ask CUDA for a kernel fault (an event
@@ -362,5 +370,15 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
             return st;
     }
     f->completed = true;
+    return st;
+}
+
+engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
+{
+    if (f->completed)
+        return f->status;
+    int previous = device_enter(f->table->gpu);
+    engram_status_t st = fetch_test_here(f);
+    device_leave(previous);
     return st;
 }

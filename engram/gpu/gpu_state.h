@@ -49,7 +49,7 @@ struct engram_gpu_table {
     uint64_t *slot_seq;
     uint64_t last_seq;            /* the table's last seq handed to a kernel */
     /* [slots]: bit p set while path p's wait for the slot's fetch is not
-     * queued yet (gpu_fetch.c's queue_waits; fetch_path.h's rule) */
+     * queued yet (gpu_fetch.c's queue_waits_here; fetch_path.h's rule) */
     uint8_t *wait_pending;
     engram_gpu_path_t path[ENGRAM_GPU_NUM_PATHS]; /* in issue order: other nodes' rows, then this node's */
     engram_gpu_dedup_t *dedup;    /* dedup=on beside a local path with DEDUP; NULL: none */
