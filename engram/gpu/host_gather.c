@@ -90,6 +90,10 @@ void engram_gather_job_destroy(engram_gather_job_t *j)
 
 void engram_gather_job_abandon(engram_gather_job_t *j)
 {
+    if (j->captured) { /* a replay's: engram_gather_job_uncapture lets it pass */
+        engram_gather_job_uncapture(j);
+        return;
+    }
     atomic_store(&j->abandoned, true);
     for (uint32_t c = 0; c < j->buf.max_chunks; c++)
         __atomic_store_n(&j->buf.flags[c], 1u, __ATOMIC_RELEASE);
@@ -106,12 +110,12 @@ static engram_status_t stream_error(const char *what, const char *err)
 /* Steps 3-4 on the copy stream, without a cache: the wait for the
  * fetch's stream, the chunks' waits and copies, the scales' copy, the
  * copied word. */
-static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops, char *rows_dst,
-                                    uint32_t *scales_dst)
+static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops, uint32_t ready,
+                                    char *rows_dst, uint32_t *scales_dst)
 {
     void *stream = j->buf.copy_stream;
     const uint32_t row_bytes = j->src.row_bytes;
-    const char *err = ops->wait_geq(stream, j->buf.ready_dev, j->seq);
+    const char *err = ops->wait_geq(stream, j->buf.ready_dev, ready);
     if (err != NULL)
         return stream_error("queueing the copy stream's wait for the fetch's stream", err);
     for (uint32_t c = 0; c < j->num_chunks; c++) {
@@ -129,31 +133,60 @@ static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_
         if (err != NULL)
             return stream_error("queueing the scales' copy", err);
     }
+    if (ready != j->seq) /* captured: the join links the streams, no word */
+        return ENGRAM_OK;
     err = ops->write(stream, j->buf.copied_dev, j->seq);
     return err == NULL ? ENGRAM_OK : stream_error("queueing the copy stream's end", err);
 }
 
-engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops, void *stream,
-                                        const int64_t *indices, uint32_t num_tokens, uint32_t entries_per_token,
-                                        bool scales_col_major, const void *cache_dev, char *rows_dst,
-                                        uint32_t *scales_dst)
+void engram_gather_job_reset(engram_gather_job_t *j)
 {
-    if (!atomic_load_explicit(&j->finished, memory_order_acquire))
-        return ENGRAM_ERROR(ENGRAM_ERR_STATE, "host_gather fetch: the slot's last gather is still running");
-    if (cache_dev != NULL && (j->buf.dst_rows == NULL || j->buf.hit_mask == NULL || j->buf.indices_dev == NULL ||
-                              j->buf.hit_slots == NULL || j->buf.stage_dev == NULL || j->buf.dst_dev == NULL))
-        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "host_gather fetch: a cache needs the job's dst_rows, hit_mask, "
-                                                "indices_dev, hit_slots, stage_dev and dst_dev");
-    const uint64_t num_rows = (uint64_t)num_tokens * entries_per_token;
-    if (num_rows > j->buf.max_rows)
-        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "host_gather fetch: %llu rows exceed the slot's %llu",
-                            (unsigned long long)num_rows, (unsigned long long)j->buf.max_rows);
     atomic_store_explicit(&j->bad_count, 0, memory_order_relaxed);
     atomic_store_explicit(&j->bad_first, UINT64_MAX, memory_order_relaxed);
     atomic_store_explicit(&j->hits, 0, memory_order_relaxed);
     atomic_store_explicit(&j->error, NULL, memory_order_relaxed);
-    if (num_rows == 0)
-        return ENGRAM_OK;
+    const uint32_t tasks_per_chunk = j->num_chunks > 0 ? j->chunk_rows / j->task_rows : 0;
+    for (uint32_t c = 0; c < j->num_chunks; c++) {
+        uint32_t left = j->num_tasks - c * tasks_per_chunk;
+        atomic_store_explicit(&j->chunk_left[c], left < tasks_per_chunk ? left : tasks_per_chunk,
+                              memory_order_relaxed);
+        atomic_store_explicit(&j->chunk_fill[c], 0, memory_order_relaxed);
+        __atomic_store_n(&j->buf.flags[c], 0u, __ATOMIC_RELAXED);
+    }
+    atomic_store_explicit(&j->chunks_queued, 0, memory_order_relaxed);
+    atomic_store_explicit(&j->next_task, 0, memory_order_relaxed);
+    atomic_store_explicit(&j->abandoned, false, memory_order_relaxed);
+}
+
+/* What a queued and a captured fetch share: the job's state and
+ * arguments checked, the tallies cleared, and (rows > 0) the fetch's
+ * shape planned: tasks, chunks (with packed misses, CACHE_CHUNK_SPAN
+ * times the rows: each chunk's moves still carry about a chunk's bytes;
+ * the moves' fixed cost is per chunk). Refusals change nothing. */
+static engram_status_t job_plan(engram_gather_job_t *j, const char *call, const engram_gather_stream_ops_t *ops,
+                                uint32_t num_tokens, uint32_t entries_per_token, bool scales_col_major,
+                                const void *cache_dev, bool packed, char *rows_dst, uint32_t *scales_dst)
+{
+    if (!atomic_load_explicit(&j->finished, memory_order_acquire) || j->captured)
+        return ENGRAM_ERROR(ENGRAM_ERR_STATE, "%s: the slot's last gather is still running%s", call,
+                            j->captured ? " (its job belongs to a captured fetch)" : "");
+    if (cache_dev != NULL && (j->buf.dst_rows == NULL || j->buf.hit_mask == NULL || j->buf.indices_dev == NULL ||
+                              j->buf.hit_slots == NULL || j->buf.stage_dev == NULL || j->buf.dst_dev == NULL))
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "%s: a cache needs the job's dst_rows, hit_mask, "
+                                                "indices_dev, hit_slots, stage_dev and dst_dev", call);
+    const uint64_t num_rows = (uint64_t)num_tokens * entries_per_token;
+    if (num_rows > j->buf.max_rows)
+        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "%s: %llu rows exceed the slot's %llu", call,
+                            (unsigned long long)num_rows, (unsigned long long)j->buf.max_rows);
+    uint32_t task_rows = 0, chunk_rows = 0, num_chunks = 0;
+    if (num_rows > 0) {
+        const uint64_t span = packed ? CACHE_CHUNK_SPAN : 1;
+        const uint64_t chunk_bytes = j->chunk_bytes > UINT64_MAX / span ? UINT64_MAX : j->chunk_bytes * span;
+        num_chunks = plan(num_rows, j->src.row_bytes, chunk_bytes, TASK_ROWS * span, &task_rows, &chunk_rows);
+        if (num_chunks > j->buf.max_chunks) /* engram_gather_max_chunks bounds every fetch of the slot */
+            return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "%s: %u chunks exceed the slot's %u", call, num_chunks,
+                                j->buf.max_chunks);
+    }
     j->num_rows = (uint32_t)num_rows;
     j->num_tokens = num_tokens;
     j->entries_per_token = entries_per_token;
@@ -162,53 +195,58 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
     j->cache_dev = cache_dev;
     j->rows_dst = rows_dst;
     j->scales_dst = scales_dst;
-    /* With a cache a chunk's staged bytes are its misses only: it spans
-     * CACHE_CHUNK_SPAN times the rows, so each chunk's moves still carry
-     * about a chunk's bytes (the moves' fixed cost is per chunk). */
-    const uint64_t span = cache_dev != NULL ? CACHE_CHUNK_SPAN : 1;
-    const uint64_t chunk_bytes = j->chunk_bytes > UINT64_MAX / span ? UINT64_MAX : j->chunk_bytes * span;
-    j->num_chunks = plan(num_rows, j->src.row_bytes, chunk_bytes, TASK_ROWS * span, &j->task_rows, &j->chunk_rows);
-    if (j->num_chunks > j->buf.max_chunks) /* engram_gather_max_chunks bounds every fetch of the slot */
-        return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "host_gather fetch: %u chunks exceed the slot's %u",
-                            j->num_chunks, j->buf.max_chunks);
-    j->num_tasks = (uint32_t)((num_rows + j->task_rows - 1) / j->task_rows);
-    const uint32_t tasks_per_chunk = j->chunk_rows / j->task_rows;
-    for (uint32_t c = 0; c < j->num_chunks; c++) {
-        uint32_t left = j->num_tasks - c * tasks_per_chunk;
-        atomic_store_explicit(&j->chunk_left[c], left < tasks_per_chunk ? left : tasks_per_chunk,
-                              memory_order_relaxed);
-        atomic_store_explicit(&j->chunk_fill[c], 0, memory_order_relaxed);
-        j->buf.flags[c] = 0;
-    }
-    atomic_store_explicit(&j->chunks_queued, 0, memory_order_relaxed);
-    atomic_store_explicit(&j->next_task, 0, memory_order_relaxed);
-    atomic_store_explicit(&j->abandoned, false, memory_order_relaxed);
+    j->task_rows = task_rows;
+    j->chunk_rows = chunk_rows;
+    j->num_chunks = num_chunks;
+    j->num_tasks = num_rows > 0 ? (uint32_t)((num_rows + task_rows - 1) / task_rows) : 0;
+    engram_gather_job_reset(j);
+    return ENGRAM_OK;
+}
+
+/* Step 1 (and with a cache the GPU's copy of the indices and the probe),
+ * then step 2's write of the job's next seq: on failure the job is
+ * abandoned (a join of it passes). */
+static engram_status_t queue_start(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops, void *stream,
+                                   const int64_t *indices)
+{
     const char *what = "queueing the indices' copy";
-    const char *err = ops->copy(stream, j->buf.indices, indices, num_rows * sizeof(*indices));
-    if (err == NULL && cache_dev != NULL)
-        err = ops->copy(stream, j->buf.indices_dev, indices, num_rows * sizeof(*indices));
-    if (err == NULL && cache_dev != NULL) {
+    const char *err = ops->copy(stream, j->buf.indices, indices, (size_t)j->num_rows * sizeof(*indices));
+    if (err == NULL && j->cache_dev != NULL)
+        err = ops->copy(stream, j->buf.indices_dev, indices, (size_t)j->num_rows * sizeof(*indices));
+    if (err == NULL && j->cache_dev != NULL) {
         what = "queueing the cache's probe";
-        err = ops->probe(stream, cache_dev, j->buf.indices_dev, j->num_rows, j->buf.hit_slots, j->buf.hit_mask);
+        err = ops->probe(stream, j->cache_dev, j->buf.indices_dev, j->num_rows, j->buf.hit_slots, j->buf.hit_mask);
     }
-    if (err != NULL) {
-        engram_gather_job_abandon(j);
-        return stream_error(what, err);
+    if (err == NULL) {
+        j->seq++;
+        what = "queueing the pool's start";
+        err = ops->write(stream, j->buf.ready_dev, j->seq);
     }
-    j->seq++;
-    err = ops->write(stream, j->buf.ready_dev, j->seq);
-    if (err != NULL) {
-        engram_gather_job_abandon(j); /* a join of this seq must pass */
-        return stream_error("queueing the pool's start", err);
-    }
+    if (err == NULL)
+        return ENGRAM_OK;
+    engram_gather_job_abandon(j);
+    return stream_error(what, err);
+}
+
+engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops, void *stream,
+                                        const int64_t *indices, uint32_t num_tokens, uint32_t entries_per_token,
+                                        bool scales_col_major, const void *cache_dev, char *rows_dst,
+                                        uint32_t *scales_dst)
+{
+    engram_status_t st = job_plan(j, "host_gather fetch", ops, num_tokens, entries_per_token, scales_col_major,
+                                  cache_dev, cache_dev != NULL, rows_dst, scales_dst);
+    if (st != ENGRAM_OK || j->num_rows == 0)
+        return st;
+    st = queue_start(j, ops, stream, indices);
+    if (st != ENGRAM_OK)
+        return st;
     /* posted from here on: finished again once the pool has done it */
     atomic_store_explicit(&j->finished, false, memory_order_release);
     engram_gather_pool_post(j);
-    engram_status_t st = ENGRAM_OK;
     if (cache_dev == NULL) {
-        st = queue_copies(j, ops, rows_dst, scales_dst);
+        st = queue_copies(j, ops, j->seq, rows_dst, scales_dst);
     } else { /* the hits on the fetch's stream, beside the pool's gather of the misses */
-        err = ops->hits(stream, cache_dev, j->buf.hit_slots, j->num_rows, j->src.row_bytes, rows_dst);
+        const char *err = ops->hits(stream, cache_dev, j->buf.hit_slots, j->num_rows, j->src.row_bytes, rows_dst);
         if (err != NULL)
             st = stream_error("queueing the cache's hits", err);
     }
@@ -217,10 +255,67 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
     return st;
 }
 
+engram_status_t engram_gather_job_capture(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops,
+                                          void *stream, const int64_t *indices, uint32_t num_tokens,
+                                          uint32_t entries_per_token, bool scales_col_major, const void *cache_dev,
+                                          char *rows_dst, uint32_t *scales_dst)
+{
+    if (j->buf.fork_event == NULL || j->buf.join_event == NULL)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "host_gather capture: the job has no fork and join events");
+    engram_status_t st = job_plan(j, "host_gather capture", ops, num_tokens, entries_per_token, scales_col_major,
+                                  cache_dev, false, rows_dst, scales_dst);
+    if (st != ENGRAM_OK || j->num_rows == 0)
+        return st; /* a fetch of no rows captures nothing */
+    /* the pool woken from the replay's start, while the indices come */
+    const char *what = "queueing the copy stream's fork";
+    const char *err = ops->link(stream, j->buf.copy_stream, j->buf.fork_event);
+    if (err == NULL && j->pool->host_node) {
+        what = "queueing the pool's wake-up";
+        err = ops->notify(j->buf.copy_stream, engram_gather_pool_kick, j->pool);
+    }
+    if (err != NULL)
+        return stream_error(what, err);
+    st = queue_start(j, ops, stream, indices);
+    if (st == ENGRAM_OK) /* the copy stream's reads of the words follow the armed word */
+        err = ops->link(stream, j->buf.copy_stream, j->buf.fork_event);
+    if (st == ENGRAM_OK && err != NULL) {
+        engram_gather_job_abandon(j);
+        st = stream_error("queueing the copy stream's fork", err);
+    }
+    if (st == ENGRAM_OK)
+        st = queue_copies(j, ops, j->seq + 1, rows_dst, scales_dst);
+    if (st != ENGRAM_OK)
+        return st; /* abandoned: the capture fails, nothing was watched */
+    engram_gather_pool_watch(j);
+    return ENGRAM_OK;
+}
+
+void engram_gather_job_uncapture(engram_gather_job_t *j)
+{
+    if (!j->captured)
+        return;
+    engram_gather_pool_unwatch(j);
+    j->captured = false;
+    j->seq++; /* the word holds seq + 1 (taken, or let pass): the next fetch's seq follows it */
+}
+
+uint64_t engram_gather_job_replays(engram_gather_job_t *j)
+{
+    return atomic_load_explicit(&j->replays, memory_order_relaxed);
+}
+
 engram_status_t engram_gather_job_join(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops, void *stream)
 {
-    const char *err = ops->wait_geq(stream, j->buf.copied_dev, j->seq);
-    return err == NULL ? ENGRAM_OK : stream_error("queueing the wait for the copy stream", err);
+    if (!j->captured) {
+        const char *err = ops->wait_geq(stream, j->buf.copied_dev, j->seq);
+        return err == NULL ? ENGRAM_OK : stream_error("queueing the wait for the copy stream", err);
+    }
+    const char *err = ops->link(j->buf.copy_stream, stream, j->buf.join_event);
+    if (err != NULL)
+        return stream_error("queueing the copy stream's join", err);
+    if (j->cache_dev != NULL) /* over the chunks' copies: the cache's rows */
+        err = ops->hits(stream, j->cache_dev, j->buf.hit_slots, j->num_rows, j->src.row_bytes, j->rows_dst);
+    return err == NULL ? ENGRAM_OK : stream_error("queueing the cache's hits", err);
 }
 
 bool engram_gather_job_finished(engram_gather_job_t *j)

@@ -102,6 +102,13 @@ typedef struct engram_gather_stream_ops {
                          uint32_t count, uint32_t row_bytes, char *rows_dst);
     /* Returns once the stream has done all its work. */
     const char *(*drain)(void *stream);
+    /* Work queued on `to` from now on follows the work queued on `from`
+     * so far (`event` recorded on from, waited for on to); under capture
+     * an edge of the graph, which also draws `to` into the capture. */
+    const char *(*link)(void *from, void *to, void *event);
+    /* fn(arg) on a host thread once the work before it is done (CUDA's
+     * host function: it must make no CUDA call). */
+    const char *(*notify)(void *stream, void (*fn)(void *), void *arg);
 } engram_gather_stream_ops_t;
 
 /* Where a table's rows are, for the pool: the routing of engram/plugin/routing.h over
@@ -171,6 +178,9 @@ typedef struct engram_gather_buffers {
     uint32_t *hit_slots;     /* [max_rows], GPU memory: the probe's cache slots */
     char *stage_dev;         /* [max_rows][row_bytes], GPU memory: staged misses, moved */
     uint32_t *dst_dev;       /* [max_rows], GPU memory: their receive rows, moved */
+    /* for a captured fetch (NULL: capture refused): the copy stream's
+     * fork from the fetch's stream, and its join back */
+    void *fork_event, *join_event;
     uint64_t max_rows;
     uint32_t max_chunks;     /* engram_gather_max_chunks(max_rows, ...) */
 } engram_gather_buffers_t;
@@ -195,8 +205,65 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *job, const engram_g
                                         bool scales_col_major, const void *cache_dev, char *rows_dst,
                                         uint32_t *scales_dst);
 /* Step 5: work queued on `stream` from now on follows the job's last
- * fetch's copies. */
+ * fetch's copies (a captured fetch's: the copy stream's join, then with a
+ * cache the hits, below). */
 engram_status_t engram_gather_job_join(engram_gather_job_t *job, const engram_gather_stream_ops_t *ops, void *stream);
+
+/* A fetch captured into a CUDA graph (`stream` is capturing): each replay
+ * of the graph is a whole fetch, with no call of the caller and none of
+ * its threads. Its arguments are engram_gather_job_queue's; the indices
+ * are read at each replay from where they are at capture, the shape is
+ * fixed. The job then belongs to the graph until
+ * engram_gather_job_uncapture; the pool watches its ready word. The
+ * replay protocol, values fixed at capture (seq: the job's next):
+ *   the graph, on the copy stream forked from the fetch's stream at the
+ *     replay's start: a host function that wakes the pool's threads
+ *     (unless the pool is set to watch only), so they poll while the
+ *     indices come; without it (or should it come late) the pool's
+ *     watcher looks every watch period;
+ *   the graph, on the fetch's stream: the indices' copy into the job's
+ *     pinned list (with a cache: into GPU memory too and the probe), then
+ *     ready = seq (armed); the copy stream follows from there too;
+ *   the pool, watching the word: once it reads seq (and the job's last
+ *     replay is done), resets the chunk flags and the tallies, then
+ *     ready = seq + 1 (taken), and gathers as for any fetch, flagging
+ *     each chunk; a cache's hits are not gathered (their scales are);
+ *   the graph, on the copy stream: a wait until ready reaches seq + 1
+ *     (so no flag of the last replay is read), then per chunk its wait
+ *     and copy, the scales' copy; the join (engram_gather_job_join)
+ *     links the copy stream back to the fetch's stream, and with a cache
+ *     the hits kernel follows, writing the cache's rows over what the
+ *     chunks' copies wrote there.
+ * Every flag and word is reset by the pool before it is read again, and
+ * a replay waits only for words of its own: back-to-back replays, replays
+ * of graphs of other jobs, and fetches queued on other jobs meanwhile all
+ * hold. The last replay's bad-index tally (engram_gather_job_bad) is final
+ * once the replay is (the pool adds it before the last flag). A capture
+ * refused for its arguments queues nothing; a stream error abandons the
+ * job (the caller then fails the capture). */
+engram_status_t engram_gather_job_capture(engram_gather_job_t *job, const engram_gather_stream_ops_t *ops,
+                                          void *stream, const int64_t *indices, uint32_t num_tokens,
+                                          uint32_t entries_per_token, bool scales_col_major, const void *cache_dev,
+                                          char *rows_dst, uint32_t *scales_dst);
+/* Ends a captured fetch: the pool stops watching the job; a replay armed
+ * and not begun is let pass (its rows undefined); returns once the pool
+ * holds the job no more, which is then idle for engram_gather_job_queue.
+ * Every replay launched must have armed the word by then (the GPU path
+ * synchronizes the device first): one that arms it later would wait for
+ * a pool that no longer watches. A job not captured: no-op. */
+void engram_gather_job_uncapture(engram_gather_job_t *job);
+/* Replays of the job's captured fetch the pool has begun. */
+uint64_t engram_gather_job_replays(engram_gather_job_t *job);
+/* How a captured fetch's replay wakes the pool: the watcher, an idle
+ * pool's thread, looks at the ready words of captured fetches every
+ * watch_ns (1 us .. 10 ms) once the pool has been idle a while; with
+ * host_node, each replay also wakes the pool by a host function at its
+ * start (set before the capture: it is part of the graph). Without it a
+ * replay's wait for the pool is up to about watch_ns; an idle pool with
+ * captured fetches costs one wake-up of one thread per watch_ns. */
+engram_status_t engram_gather_pool_set_wake(engram_gather_pool_t *pool, int64_t watch_ns, bool host_node);
+/* The host function a replay's host node runs (host_node above). */
+void engram_gather_pool_kick(void *pool);
 /* True once the pool has done all of the job's last fetch (every chunk
  * flagged, the tally final) and holds the job no more. */
 bool engram_gather_job_finished(engram_gather_job_t *job);

@@ -58,6 +58,10 @@ struct engram_gather_job {
     uint32_t seq;              /* this fetch's: what the stream writes into buf.ready once its indices are copied */
     int workers; /* pool->mu */
     engram_gather_job_t *next; /* the pool's queue */
+    /* captured (engram_gather_job_capture): armed at seq, taken at seq + 1 */
+    bool captured;                   /* pool->mu while watched */
+    engram_gather_job_t *watch_next; /* the pool's watched list (pool->mu) */
+    atomic_ullong replays;
 };
 
 struct engram_gather_pool {
@@ -66,6 +70,11 @@ struct engram_gather_pool {
     engram_gather_job_t *head, *tail; /* posted, not yet begun */
     engram_gather_job_t *current;     /* the job new workers join */
     atomic_ullong posts;              /* jobs posted so far: what idle threads poll */
+    engram_gather_job_t *watched;     /* captured jobs, begun when their graph arms them */
+    bool watcher;                     /* an idle thread watches their words (the others sleep) */
+    int64_t watch_ns;                 /* its sleep between looks */
+    bool host_node;                   /* replays wake the pool by a host function */
+    atomic_ullong kicks;              /* host functions run: the threads poll again */
     bool stop;
     int num_threads, started;
     int numa_node;
@@ -84,5 +93,11 @@ static inline size_t engram_gather_scale_bytes(const engram_gather_job_t *j)
 /* Step 2's other half (host_gather_pool.c): the job on the pool's list,
  * begun once the stream has written its seq. */
 void engram_gather_pool_post(engram_gather_job_t *j);
+/* A captured job on the pool's watched list, and off it (host_gather_pool.c). */
+void engram_gather_pool_watch(engram_gather_job_t *j);
+void engram_gather_pool_unwatch(engram_gather_job_t *j);
+/* The job's chunk counts, flags and tallies set for a fetch of its shape:
+ * before it is posted, or begun again (a captured job). */
+void engram_gather_job_reset(engram_gather_job_t *j);
 
 #endif

@@ -3,6 +3,7 @@
  * into staging and flagging (or, with a cache, queueing the moves of) each
  * chunk as it ends (design in host_gather.h). */
 #include <sched.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,6 +20,14 @@
 /* How often a job posted but not reached by its stream is looked at once
  * it has waited IDLE_SPIN_NS. */
 #define POLL_SLEEP_NS 20000
+/* The watcher's sleep between looks at captured jobs' words, unless set
+ * (engram_gather_pool_set_wake), and its bounds. */
+#define WATCH_DEFAULT_NS 1000000
+#define WATCH_MIN_NS 1000
+#define WATCH_MAX_NS 10000000
+/* The pool's threads sleep this close to what they ask (the kernel's
+ * default slack would add tens of microseconds to every poll). */
+#define TIMER_SLACK_NS 1000
 
 int engram_gather_default_threads(int numa_node, int local_ranks)
 {
@@ -148,7 +157,11 @@ static void run_task(engram_gather_job_t *j, uint32_t task, uint64_t *hits)
             rows[m++] = r;
         }
     }
-    if (j->cache_dev != NULL) /* the misses staged together at the chunk's next free rows */
+    /* With a cache, outside a graph, the misses are staged together at
+     * the chunk's next free rows; a captured fetch's rows are staged in
+     * place (its chunks' copies are fixed at capture). */
+    const bool packed = j->cache_dev != NULL && !j->captured;
+    if (packed)
         at = (uint64_t)chunk * j->chunk_rows +
              atomic_fetch_add_explicit(&j->chunk_fill[chunk], m, memory_order_relaxed);
     for (uint32_t i = 0; i < m && i < PREFETCH_ROWS; i++)
@@ -156,9 +169,9 @@ static void run_task(engram_gather_job_t *j, uint32_t task, uint64_t *hits)
     for (uint32_t i = 0; i < m; i++) {
         if (i + PREFETCH_ROWS < m)
             prefetch_row(j, rows[i + PREFETCH_ROWS]);
-        if (j->cache_dev != NULL)
+        if (packed)
             j->buf.dst_rows[at + i] = rows[i];
-        gather_row(j, rows[i], at + i, &bad, &first_bad);
+        gather_row(j, rows[i], packed ? at + i : rows[i], &bad, &first_bad);
     }
     if (bad > 0) {
         atomic_fetch_add_explicit(&j->bad_count, bad, memory_order_relaxed);
@@ -172,7 +185,7 @@ static void run_task(engram_gather_job_t *j, uint32_t task, uint64_t *hits)
      * the moves' queueing) */
     if (atomic_fetch_sub_explicit(&j->chunk_left[chunk], 1, memory_order_acq_rel) != 1)
         return;
-    if (j->cache_dev == NULL) {
+    if (!packed) {
         __atomic_store_n(&j->buf.flags[chunk], 1u, __ATOMIC_RELEASE);
         return;
     }
@@ -220,47 +233,91 @@ static engram_gather_job_t *unlink_ready(engram_gather_pool_t *p)
     return NULL;
 }
 
+/* A captured job its graph has armed (its ready word holds its seq),
+ * its last replay done, begun: its counts reset, then the word set to
+ * seq + 1, which lets the graph's copy stream read its flags (pool->mu). */
+static engram_gather_job_t *begin_watched(engram_gather_pool_t *p)
+{
+    for (engram_gather_job_t *j = p->watched; j != NULL; j = j->watch_next) {
+        if (__atomic_load_n(j->buf.ready, __ATOMIC_ACQUIRE) != j->seq ||
+            !atomic_load_explicit(&j->finished, memory_order_acquire))
+            continue;
+        engram_gather_job_reset(j);
+        atomic_store_explicit(&j->finished, false, memory_order_relaxed);
+        atomic_fetch_add_explicit(&j->replays, 1, memory_order_relaxed);
+        __atomic_store_n(j->buf.ready, j->seq + 1, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&p->cv); /* the sleeping threads join it */
+        return j;
+    }
+    return NULL;
+}
+
 /* The job a worker joins, under pool->mu; NULL once stopping. Jobs are
  * begun as their streams reach them, not in the order they were posted, so
- * one stream waiting on another's fetch never holds the pool. */
+ * one stream waiting on another's fetch never holds the pool. Idle, every
+ * thread polls for IDLE_SPIN_NS; then a job posted and not yet reached is
+ * polled every POLL_SLEEP_NS by all, captured jobs' words every watch_ns
+ * by one thread (the watcher), and the others sleep until a post, a
+ * watch or a begun job wakes them. */
 static engram_gather_job_t *take_job(engram_gather_pool_t *p)
 {
-    int64_t polling_since = 0;
+    int64_t idle_since = engram_now_ns();
+    unsigned long long kicks = atomic_load_explicit(&p->kicks, memory_order_relaxed);
+    bool watcher = false;
     for (;;) {
+        /* a replay's host function: poll its word again while it comes */
+        const unsigned long long k = atomic_load_explicit(&p->kicks, memory_order_relaxed);
+        if (k != kicks) {
+            kicks = k;
+            idle_since = engram_now_ns();
+        }
+        if (!p->stop && p->current == NULL)
+            p->current = unlink_ready(p);
+        if (!p->stop && p->current == NULL)
+            p->current = begin_watched(p);
+        if (watcher && (p->stop || p->current != NULL || p->watched == NULL)) {
+            p->watcher = false;
+            watcher = false;
+        }
         if (p->stop)
             return NULL;
-        if (p->current == NULL)
-            p->current = unlink_ready(p);
         if (p->current != NULL) {
             p->current->workers++;
             return p->current;
         }
         const bool posted = p->head != NULL; /* posted, not ready: its stream writes the word, nothing signals */
-        unsigned long long seen = atomic_load(&p->posts);
+        const bool watching = p->watched != NULL;
+        const unsigned long long seen = atomic_load(&p->posts);
+        const int64_t watch_ns = p->watch_ns;
         pthread_mutex_unlock(&p->mu);
         const int64_t now = engram_now_ns();
-        if (posted) {
-            if (polling_since == 0)
-                polling_since = now;
-            if (now - polling_since < IDLE_SPIN_NS)
-                sched_yield();
-            else
-                nanosleep(&(struct timespec){.tv_nsec = POLL_SLEEP_NS}, NULL); /* a stream held up long */
-        } else {
-            polling_since = 0;
+        const bool spinning = now - idle_since < IDLE_SPIN_NS;
+        if (spinning && (posted || watching))
+            sched_yield();
+        else if (posted)
+            nanosleep(&(struct timespec){.tv_nsec = POLL_SLEEP_NS}, NULL); /* a stream held up long */
+        else if (watcher)
+            nanosleep(&(struct timespec){.tv_sec = watch_ns / 1000000000, .tv_nsec = watch_ns % 1000000000}, NULL);
+        else if (spinning)
             while (atomic_load_explicit(&p->posts, memory_order_relaxed) == seen &&
-                   engram_now_ns() < now + IDLE_SPIN_NS)
+                   engram_now_ns() < idle_since + IDLE_SPIN_NS)
                 sched_yield();
-        }
         pthread_mutex_lock(&p->mu);
-        if (!posted && atomic_load(&p->posts) == seen && !p->stop && p->head == NULL)
-            pthread_cond_wait(&p->cv, &p->mu);
+        if (p->stop || p->head != NULL || atomic_load(&p->posts) != seen || watcher ||
+            engram_now_ns() - idle_since < IDLE_SPIN_NS)
+            continue;
+        if (p->watched != NULL && !p->watcher) {
+            p->watcher = watcher = true;
+            continue;
+        }
+        pthread_cond_wait(&p->cv, &p->mu);
     }
 }
 
 static void *worker(void *arg)
 {
     engram_gather_pool_t *p = arg;
+    (void)prctl(PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0); /* a hint: polls merely wake later without it */
     pthread_mutex_lock(&p->mu);
     for (;;) {
         engram_gather_job_t *j = take_job(p);
@@ -301,6 +358,8 @@ engram_status_t engram_gather_pool_create(int threads, int numa_node, engram_gat
     }
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
+    p->watch_ns = WATCH_DEFAULT_NS;
+    p->host_node = true;
     p->num_threads = threads;
     p->numa_node = numa_node;
     for (; p->started < threads; p->started++) {
@@ -352,6 +411,61 @@ void engram_gather_pool_post(engram_gather_job_t *j)
         p->head = j;
     p->tail = j;
     atomic_fetch_add(&p->posts, 1);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void engram_gather_pool_watch(engram_gather_job_t *j)
+{
+    engram_gather_pool_t *p = j->pool;
+    pthread_mutex_lock(&p->mu);
+    j->captured = true;
+    j->watch_next = p->watched;
+    p->watched = j;
+    pthread_cond_broadcast(&p->cv); /* a sleeping thread becomes the watcher */
+    pthread_mutex_unlock(&p->mu);
+}
+
+void engram_gather_pool_unwatch(engram_gather_job_t *j)
+{
+    engram_gather_pool_t *p = j->pool;
+    pthread_mutex_lock(&p->mu);
+    for (engram_gather_job_t **at = &p->watched; *at != NULL; at = &(*at)->watch_next)
+        if (*at == j) {
+            *at = j->watch_next;
+            break;
+        }
+    j->watch_next = NULL;
+    /* Armed and not begun: its replay must not wait for a pool that no
+     * longer looks; it passes with its rows undefined. */
+    if (__atomic_load_n(j->buf.ready, __ATOMIC_ACQUIRE) == j->seq &&
+        atomic_load_explicit(&j->finished, memory_order_acquire)) {
+        for (uint32_t c = 0; c < j->buf.max_chunks; c++)
+            __atomic_store_n(&j->buf.flags[c], 1u, __ATOMIC_RELEASE);
+        __atomic_store_n(j->buf.ready, j->seq + 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&p->mu);
+    while (!atomic_load_explicit(&j->finished, memory_order_acquire))
+        sched_yield(); /* a replay begun ends in its fetch's time */
+}
+
+engram_status_t engram_gather_pool_set_wake(engram_gather_pool_t *p, int64_t ns, bool host_node)
+{
+    if (p == NULL || ns < WATCH_MIN_NS || ns > WATCH_MAX_NS)
+        return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "host_gather pool: a watch period of %lld ns is outside %d..%d",
+                            (long long)ns, WATCH_MIN_NS, WATCH_MAX_NS);
+    pthread_mutex_lock(&p->mu);
+    p->watch_ns = ns;
+    p->host_node = host_node;
+    pthread_mutex_unlock(&p->mu);
+    return ENGRAM_OK;
+}
+
+void engram_gather_pool_kick(void *arg)
+{
+    engram_gather_pool_t *p = arg;
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add_explicit(&p->kicks, 1, memory_order_relaxed);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
 }
