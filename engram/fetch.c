@@ -393,12 +393,19 @@ engram_status_t engram_fetch_bad_indices(const engram_fetch_t *fetch, uint64_t *
     const engram_fetch_slot_t *f = engram_handle_lookup(fetch, "engram_fetch_bad_indices");
     if (f == NULL)
         return ENGRAM_ERR_INVALID;
+    uint64_t n = f->bad_count, first_row = 0;
+    uint32_t token = f->first_bad_token, entry = f->first_bad_entry;
+    /* captured: the last replay's, where the table's path tallies them */
+    if (f->captured && engram_gpu_replay_bad(f, &n, &first_row) && n > 0) {
+        token = (uint32_t)(first_row / f->table->params.entries_per_token);
+        entry = (uint32_t)(first_row % f->table->params.entries_per_token);
+    }
     if (count)
-        *count = f->bad_count;
+        *count = n;
     if (first_token)
-        *first_token = f->bad_count ? f->first_bad_token : 0;
+        *first_token = n ? token : 0;
     if (first_entry)
-        *first_entry = f->bad_count ? f->first_bad_entry : 0;
+        *first_entry = n ? entry : 0;
     return ENGRAM_OK;
 }
 

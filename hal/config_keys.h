@@ -57,7 +57,12 @@
       "within the GPU's measured reach into host memory")                                               \
     X(gather_threads, INT, "auto", "auto|1..1024",                                                    \
       "host_gather: threads of the table's pool; auto = the cores of the shard's NUMA node over its local ranks, less one") \
-    X(gather_chunk_kib, INT, "512", "4..65536", "host_gather: KiB of rows the copy engine moves per copy")
+    X(gather_chunk_kib, INT, "512", "4..65536", "host_gather: KiB of rows the copy engine moves per copy") \
+    X(gather_wake, ENUM, "host_node", "host_node|watch",                                              \
+      "host_gather, captured fetches: host_node = each replay wakes the pool by a host function, "     \
+      "watch = the pool's watcher alone finds it (every gather_watch_us)")                             \
+    X(gather_watch_us, INT, "1000", "1..10000",                                                       \
+      "host_gather: microseconds between an idle pool's looks at its captured fetches' words")
 
 #define ENGRAM_CONFIG_FIELD_INT(name) int64_t name;
 #define ENGRAM_CONFIG_FIELD_ENUM(name) int name;
@@ -75,6 +80,7 @@ enum { ENGRAM_CONFIG_NUM_KEYS = 0 ENGRAM_CONFIG_KEYS(ENGRAM_CONFIG_COUNT_ONE) };
 enum { ENGRAM_GPU_TABLE_HOST_NUMA = 0, ENGRAM_GPU_TABLE_DEVICE = 1 };
 enum { ENGRAM_DEDUP_OFF = 0, ENGRAM_DEDUP_ON = 1, ENGRAM_DEDUP_AUTO = 2 };
 enum { ENGRAM_GPU_PATH_AUTO = 0, ENGRAM_GPU_PATH_UVA = 1, ENGRAM_GPU_PATH_HOST_GATHER = 2 };
+enum { ENGRAM_GATHER_WAKE_HOST_NODE = 0, ENGRAM_GATHER_WAKE_WATCH = 1 };
 /* An INT key's "auto" (accepted "auto|min..max"): below every range's min. */
 #define ENGRAM_CONFIG_INT_AUTO (-1)
 

@@ -5,12 +5,14 @@
 #define ENGRAM_GPU_COPY_IN_H
 
 #include <cuda_runtime_api.h>
+
+#include "engram/gpu/gpu_sync.h"
 #include <stddef.h>
 
 static inline cudaError_t engram_gpu_copy_in(void *dst, const void *src, size_t bytes)
 {
     cudaError_t ce = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
-    return ce == cudaSuccess ? cudaStreamSynchronize(cudaStreamLegacy) : ce;
+    return ce == cudaSuccess ? engram_gpu_stream_sync(cudaStreamLegacy) : ce;
 }
 
 #endif

@@ -40,7 +40,7 @@
  *
  *   path          CAPTURE NODES BESIDE STREAM DEVICE AT_CALL DEDUP PEERS  wait
  *   uva              x      x     x      x      x      x      x     -   none
- *   host_gather      -      -     -      -      -      x      -     -   the pool's copies (the join)
+ *   host_gather      x      -     -      -      -      x      -     -   the pool's copies (the join)
  *   launcher         x      -     -      x      -      -      -     x   the launcher's wait kernel
  *   remote           -      -     -      -      -      -      -     -   none (rows land at a test)
  *
@@ -94,7 +94,7 @@ enum {
 #define ENGRAM_GPU_UVA_CAPS                                                                                     \
     (ENGRAM_GPU_CAP_CAPTURE | ENGRAM_GPU_CAP_NODES | ENGRAM_GPU_CAP_BESIDE_LAUNCHER | ENGRAM_GPU_CAP_STREAM_ORDER | \
      ENGRAM_GPU_CAP_DEVICE_SHARDS | ENGRAM_GPU_CAP_ORDER_AT_CALL | ENGRAM_GPU_CAP_DEDUP)
-#define ENGRAM_GPU_HOST_GATHER_CAPS (ENGRAM_GPU_CAP_ORDER_AT_CALL)
+#define ENGRAM_GPU_HOST_GATHER_CAPS (ENGRAM_GPU_CAP_CAPTURE | ENGRAM_GPU_CAP_ORDER_AT_CALL)
 #define ENGRAM_GPU_LAUNCHER_CAPS (ENGRAM_GPU_CAP_CAPTURE | ENGRAM_GPU_CAP_STREAM_ORDER | ENGRAM_GPU_CAP_NODE_PEERS)
 #define ENGRAM_GPU_REMOTE_CAPS 0u
 
@@ -166,6 +166,16 @@ typedef struct engram_gpu_path_ops {
      * path's outcome folded into f and f->status returned, or
      * ENGRAM_INPROGRESS while it has more to do. */
     engram_status_t (*test)(void *state, engram_gpu_table_t *g, engram_fetch_slot_t *f, int slot);
+
+    /* ---- a captured fetch (paths with CAPTURE) ---- */
+    /* The captured fetch of `slot` is released: what its replays hold is
+     * let go (NULL: nothing). Every replay launched before has ended (the
+     * driver synchronizes the device first); the graph is not replayed
+     * after. */
+    void (*end_captured)(void *state, int slot);
+    /* The bad indices of the captured fetch's last replay: their count
+     * and the first row (NULL: the path tallies none per replay). */
+    void (*replay_bad)(void *state, int slot, uint64_t *count, uint64_t *first_row);
 } engram_gpu_path_ops_t;
 
 /* A table's path: its ops (NULL: none) and its state. */

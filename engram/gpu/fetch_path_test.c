@@ -34,12 +34,21 @@ static void test_what_each_path_can(void)
           ENGRAM_GPU_CAP_BESIDE_LAUNCHER);
     CHECK(engram_gpu_path_lacks(&host_gather, ENGRAM_GPU_CAP_NODES) == ENGRAM_GPU_CAP_NODES);
     CHECK(engram_gpu_path_lacks(&host_gather, ENGRAM_GPU_CAP_CAPTURE | ENGRAM_GPU_CAP_STREAM_ORDER) ==
-          ENGRAM_GPU_CAP_CAPTURE);
+          ENGRAM_GPU_CAP_STREAM_ORDER);
+    CHECK(engram_gpu_path_lacks(&host_gather, ENGRAM_GPU_CAP_CAPTURE) == 0);
     CHECK(engram_gpu_path_lacks(&host_gather, ENGRAM_GPU_CAP_ORDER_AT_CALL) == 0);
     CHECK(engram_gpu_path_lacks(&launcher, ENGRAM_GPU_CAP_CAPTURE | ENGRAM_GPU_CAP_STREAM_ORDER) == 0);
     CHECK(engram_gpu_path_lacks(&launcher, ENGRAM_GPU_CAP_ORDER_AT_CALL) == ENGRAM_GPU_CAP_ORDER_AT_CALL);
     CHECK(engram_gpu_path_lacks(&remote, ENGRAM_GPU_CAP_STREAM_ORDER) == ENGRAM_GPU_CAP_STREAM_ORDER);
     CHECK(engram_gpu_path_lacks(&remote, 0) == 0);
+}
+
+/* A table whose other nodes' rows come through the host transport. */
+static const engram_gpu_path_t *two_paths_remote_hg(void)
+{
+    static engram_gpu_path_t two[ENGRAM_GPU_NUM_PATHS] = {[ENGRAM_GPU_PATH_OTHER] = {.ops = &remote},
+                                                          [ENGRAM_GPU_PATH_LOCAL] = {.ops = &host_gather}};
+    return two;
 }
 
 static void test_one_pattern(void)
@@ -48,11 +57,14 @@ static void test_one_pattern(void)
     engram_gpu_path_t one[ENGRAM_GPU_NUM_PATHS] = {[ENGRAM_GPU_PATH_LOCAL] = {.ops = &uva}};
     CHECK_OK(engram_gpu_path_require(one, ENGRAM_GPU_NUM_PATHS, ENGRAM_GPU_CAP_CAPTURE, "call", "asked", NULL));
     engram_gpu_path_t hg[1] = {{.ops = &host_gather}};
-    CHECK_STATUS(engram_gpu_path_require(hg, 1, ENGRAM_GPU_CAP_CAPTURE, "engram_fetch_on_stream",
-                                         "a fetch on a stream capturing a CUDA graph", NULL),
+    CHECK_OK(engram_gpu_path_require(hg, 1, ENGRAM_GPU_CAP_CAPTURE, "engram_fetch_on_stream",
+                                     "a fetch on a stream capturing a CUDA graph", NULL));
+    CHECK_STATUS(engram_gpu_path_require(two_paths_remote_hg(), ENGRAM_GPU_NUM_PATHS, ENGRAM_GPU_CAP_CAPTURE,
+                                         "engram_fetch_on_stream", "a fetch on a stream capturing a CUDA graph",
+                                         NULL),
                  ENGRAM_ERR_UNSUPPORTED);
-    check_message("engram_fetch_on_stream: a fetch on a stream capturing a CUDA graph: the table's host_gather "
-                  "path cannot be captured in a CUDA graph (host threads; gpu_path=uva can)");
+    check_message("engram_fetch_on_stream: a fetch on a stream capturing a CUDA graph: the table's remote "
+                  "path cannot be captured in a CUDA graph (the host transport)");
     CHECK_STATUS(engram_gpu_path_require(hg, 1, ENGRAM_GPU_CAP_NODES | ENGRAM_GPU_CAP_DEVICE_SHARDS, "create",
                                          "gpu_path=host_gather with gpu_table=device", NULL),
                  ENGRAM_ERR_UNSUPPORTED);

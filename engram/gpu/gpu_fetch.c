@@ -16,6 +16,7 @@
  * behind its scatter, which a test queues (gpu_remote.c); a captured fetch
  * records none (issue() says why). */
 #include "engram/fetch_handle.h"
+#include "engram/gpu/gpu_sync.h"
 #include "engram/gpu/gpu_fetch.h"
 #include "engram/gpu/gpu_state.h"
 #include "engram/gpu/gpu_table.h"
@@ -83,7 +84,7 @@ static engram_status_t queue_waits_here(engram_gpu_table_t *g, int slot, bool ca
                               cudaGetErrorString(ce));
     }
     if (st != ENGRAM_OK)
-        cudaStreamSynchronize((cudaStream_t)stream);
+        engram_gpu_stream_sync((cudaStream_t)stream);
     return st;
 }
 
@@ -128,7 +129,7 @@ static engram_status_t issue(engram_gpu_table_t *g, const engram_gpu_fetch_t *fx
         if (g->wait_pending[slot] != 0)
             (void)queue_waits_here(g, slot, fx->captured, ~0u);
         if (!fx->captured)
-            cudaStreamSynchronize((cudaStream_t)fx->stream);
+            engram_gpu_stream_sync((cudaStream_t)fx->stream);
         return st;
     }
     const unsigned due = waits_at_call(g, fx) & g->wait_pending[slot];
@@ -147,7 +148,7 @@ static engram_status_t issue(engram_gpu_table_t *g, const engram_gpu_fetch_t *fx
     cudaError_t ce = cudaEventRecord(g->done[slot], (cudaStream_t)fx->stream);
     if (ce != cudaSuccess) {
         /* Without the event nothing tells when the slot is free again. */
-        cudaStreamSynchronize((cudaStream_t)fx->stream);
+        engram_gpu_stream_sync((cudaStream_t)fx->stream);
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "engram_fetch_on_stream: recording the event: %s",
                             cudaGetErrorString(ce));
     }
@@ -247,19 +248,6 @@ engram_status_t engram_fetch_on_stream(engram_table_t *t, const int64_t *indices
     return st;
 }
 
-/* cudaEventQuery with this thread's capture mode relaxed: the query joins
- * no graph, but while a capture begun in global mode (torch.cuda.graph's
- * default) runs on this thread, or on any other, CUDA refuses it as
- * potentially unsafe and invalidates that capture. */
-static cudaError_t event_query(cudaEvent_t event)
-{
-    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    cudaError_t ce = cudaEventQuery(event);
-    (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    return ce;
-}
-
 /* A signalling kernel that faulted never stores its seq: the context's
  * sticky error, which any call returns (here: querying the slot's event,
  * recorded or not), says so. A slot's event may have been recorded again
@@ -269,11 +257,11 @@ cudaError_t engram_gpu_report_query(const engram_gpu_table_t *g, uint64_t seq, u
                                     bool errors)
 {
     if (seq == 0)
-        return event_query(g->done[slot]);
+        return engram_gpu_event_query(g->done[slot]);
     const engram_gpu_bad_t *r = engram_gpu_report(g, report);
     for (int b = 0; b < g->blocks; b++)
         if (__atomic_load_n(&r[b].seq, __ATOMIC_ACQUIRE) != seq) {
-            cudaError_t ce = errors ? event_query(g->done[slot]) : cudaSuccess;
+            cudaError_t ce = errors ? engram_gpu_event_query(g->done[slot]) : cudaSuccess;
             return ce == cudaSuccess ? cudaErrorNotReady : ce;
         }
     return cudaSuccess;
@@ -381,4 +369,30 @@ engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f)
     engram_status_t st = fetch_test_here(f);
     device_leave(previous);
     return st;
+}
+
+void engram_gpu_fetch_uncapture(engram_fetch_slot_t *f)
+{
+    engram_table_t *t = f->table;
+    engram_gpu_table_t *g = t->gpu;
+    int previous = device_enter(g);
+    /* A replay still queued would wait for a path that let go; the
+     * graph's stream is not known here, so the device is waited for. */
+    (void)engram_gpu_device_sync();
+    for (int p = 0; p < ENGRAM_GPU_NUM_PATHS; p++) {
+        const engram_gpu_path_t *path = &g->path[p];
+        if (path->ops != NULL && path->ops->end_captured != NULL)
+            path->ops->end_captured(path->state, (int)(f - t->slots));
+    }
+    device_leave(previous);
+}
+
+bool engram_gpu_replay_bad(const engram_fetch_slot_t *f, uint64_t *count, uint64_t *first_row)
+{
+    const engram_gpu_table_t *g = f->table->gpu;
+    const engram_gpu_path_t *local = &g->path[ENGRAM_GPU_PATH_LOCAL];
+    if (!f->captured || local->ops == NULL || local->ops->replay_bad == NULL)
+        return false;
+    local->ops->replay_bad(local->state, (int)(f - f->table->slots), count, first_row);
+    return true;
 }

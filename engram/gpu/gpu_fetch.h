@@ -19,5 +19,8 @@ void engram_gpu_report_read(const engram_table_t *t, uint32_t report, uint32_t n
 engram_fetch_slot_t *engram_gpu_take_ordered(engram_table_t *t, void *stream, uint32_t num_tokens, unsigned flags);
 /* Slots held by fetches released in stream order that are still running. */
 int engram_gpu_slots_ordered(const engram_table_t *t);
+/* A captured fetch released: the device synchronized (every replay
+ * launched has ended), then each path's end_captured. */
+void engram_gpu_fetch_uncapture(engram_fetch_slot_t *f);
 
 #endif

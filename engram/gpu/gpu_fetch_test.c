@@ -16,6 +16,9 @@
  * emulated nodes x 2 and x 4, direct and hybrid; a host-receive table is
  * refused there. */
 #include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -525,6 +528,8 @@ static void check_release_ordered(harness_t *h, cudaStream_t s, bool refused)
     free(idx);
 }
 
+/* Rows of other nodes through the host transport: capture refused, the
+ * stream's capture left valid. */
 static void check_capture_refused(harness_t *h, cudaStream_t s)
 {
     int64_t *d_idx;
@@ -534,10 +539,156 @@ static void check_capture_refused(harness_t *h, cudaStream_t s)
     engram_fetch_t *f = NULL;
     CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     CHECK_STATUS(engram_fetch_on_stream(h->table, d_idx, 1, 0, s, &f), ENGRAM_ERR_UNSUPPORTED);
-    CHECK(strstr(engram_last_error(), "the table's host_gather path cannot be captured in a CUDA graph") != NULL);
+    CHECK(strstr(engram_last_error(), "the table's remote path cannot be captured in a CUDA graph") != NULL);
     CUDA_CHECK(cudaStreamEndCapture(s, &graph));
     CUDA_CHECK(cudaGraphDestroy(graph));
     CUDA_CHECK(cudaFree(d_idx));
+}
+
+/* A thread holding a global-mode capture (torch.cuda.graph's default) on
+ * its own stream while the main thread fetches outside it. */
+typedef struct global_capture {
+    pthread_t thread;
+    cudaStream_t stream;
+    int device;
+    atomic_int state; /* 1: capturing, 2: end it, 3: ended */
+    cudaError_t ended;
+} global_capture_t;
+
+static void *global_capture_main(void *arg)
+{
+    global_capture_t *c = arg;
+    CUDA_CHECK(cudaSetDevice(c->device));
+    CUDA_CHECK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal));
+    atomic_store(&c->state, 1);
+    while (atomic_load(&c->state) != 2)
+        sched_yield();
+    cudaGraph_t graph = NULL;
+    c->ended = cudaStreamEndCapture(c->stream, &graph);
+    if (graph != NULL)
+        cudaGraphDestroy(graph);
+    atomic_store(&c->state, 3);
+    return NULL;
+}
+
+/* The expected bad indices of idx[n] in a table of `total` rows. */
+static uint64_t count_bad(const int64_t *idx, uint64_t n, int64_t total)
+{
+    uint64_t bad = 0;
+    for (uint64_t i = 0; i < n; i++)
+        bad += idx[i] < 0 || idx[i] >= total;
+    return bad;
+}
+
+/* Fetches captured in CUDA graphs (global mode, as torch's) and replayed:
+ * each replay a whole fetch of the indices written into the captured
+ * tensor before it, rows and scales bit for bit, its bad indices counted
+ * where the path tallies them per replay (host_gather); two graphs of one
+ * table alternately, then one back to back; with the hot-row cache when
+ * asked; a plain fetch waited for while another thread captures in global
+ * mode leaves that capture valid. */
+static void check_graph_replays(harness_t *h, cudaStream_t s, bool col, bool with_cache, bool per_replay_bad)
+{
+    const engram_table_params_t *p = &h->params;
+    const int64_t total = (int64_t)(p->entries_per_rank * (uint64_t)engram_group_size(h->g));
+    int64_t *cached = NULL;
+    if (with_cache) { /* every third row of this node's */
+        int64_t lo, hi, n = 0;
+        node_rows(h, &lo, &hi);
+        cached = malloc((size_t)((hi - lo) / 3 + 1) * sizeof(*cached));
+        for (int64_t r = lo + 1; r < hi; r += 3)
+            cached[n++] = r;
+        CHECK_OK(engram_table_cache_rows(h->table, cached, (uint64_t)n));
+    }
+    const unsigned flags = col ? ENGRAM_FETCH_SCALES_COL_MAJOR : 0;
+    const uint32_t tokens[2] = {MAX_TOKENS, 7};
+    int64_t *d_idx[2];
+    engram_fetch_t *f[2];
+    cudaGraphExec_t exec[2];
+    const void *d_rows[2];
+    const uint32_t *d_sf[2];
+    for (int g = 0; g < 2; g++) {
+        CUDA_CHECK(cudaMalloc((void **)&d_idx[g], (size_t)tokens[g] * EPT * sizeof(int64_t)));
+        CUDA_CHECK(cudaMemset(d_idx[g], 0, (size_t)tokens[g] * EPT * sizeof(int64_t)));
+        CUDA_CHECK(cudaStreamSynchronize(s));
+        cudaGraph_t graph;
+        CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        CHECK_OK(engram_fetch_on_stream(h->table, d_idx[g], tokens[g], flags, s, &f[g]));
+        CHECK_OK(engram_fetch_buffers(f[g], &d_rows[g], &d_sf[g]));
+        CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+        CUDA_CHECK(cudaGraphInstantiate(&exec[g], graph, 0));
+        CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+    const size_t max_rows = (size_t)MAX_TOKENS * EPT;
+    uint8_t *rows = malloc(max_rows * p->row_bytes + 1);
+    uint32_t *sf = malloc((size_t)EPT * (p->scale_packs + 1) * (MAX_TOKENS + 4) * sizeof(uint32_t) * 2);
+    int64_t idx[MAX_TOKENS * EPT];
+    for (int rep = 0; rep < 24; rep++) {
+        const int g = rep % 2;
+        const uint32_t T = tokens[g];
+        const size_t n = (size_t)T * EPT;
+        make_indices(h, T, 5000 + (uint64_t)rep, idx);
+        if (rep % 3 == 1) {
+            idx[1] = -1;
+            idx[n - 1] = total + 5;
+        }
+        const size_t row_bytes = n * p->row_bytes;
+        const size_t sf_elems = col ? (size_t)EPT * p->scale_packs * ((T + 3) & ~3u) : n * p->scale_packs;
+        CUDA_CHECK(cudaMemcpyAsync(d_idx[g], idx, n * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+        CUDA_CHECK(cudaGraphLaunch(exec[g], s));
+        CUDA_CHECK(cudaMemcpyAsync(rows, d_rows[g], row_bytes, cudaMemcpyDeviceToHost, s));
+        if (sf_elems)
+            CUDA_CHECK(cudaMemcpyAsync(sf, d_sf[g], sf_elems * sizeof(uint32_t), cudaMemcpyDeviceToHost, s));
+        CUDA_CHECK(cudaStreamSynchronize(s));
+        if (!harness_check(h, idx, T, col, rows, sf))
+            explain_mismatch(h, idx, T, rows);
+        uint64_t bad = 99;
+        uint32_t token = 0, entry = 0;
+        CHECK_OK(engram_fetch_bad_indices(f[g], &bad, &token, &entry));
+        CHECK(bad == (per_replay_bad ? count_bad(idx, n, total) : 0));
+        if (per_replay_bad && bad > 0)
+            CHECK(token == 0 && entry == 1);
+    }
+    /* back to back on one stream, the indices unchanged: the last one checked */
+    make_indices(h, MAX_TOKENS, 9000, idx);
+    CUDA_CHECK(cudaMemcpyAsync(d_idx[0], idx, max_rows * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+    for (int rep = 0; rep < 16; rep++)
+        CUDA_CHECK(cudaGraphLaunch(exec[0], s));
+    CUDA_CHECK(cudaMemcpyAsync(rows, d_rows[0], max_rows * p->row_bytes, cudaMemcpyDeviceToHost, s));
+    const size_t sf0 = col ? (size_t)EPT * p->scale_packs * ((MAX_TOKENS + 3) & ~3u) : max_rows * p->scale_packs;
+    if (sf0)
+        CUDA_CHECK(cudaMemcpyAsync(sf, d_sf[0], sf0 * sizeof(uint32_t), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    if (!harness_check(h, idx, MAX_TOKENS, col, rows, sf))
+        explain_mismatch(h, idx, MAX_TOKENS, rows);
+    /* a plain fetch, tested and waited for while another thread captures
+     * in global mode: that capture stays valid */
+    global_capture_t gc = {.ended = cudaErrorUnknown};
+    CUDA_CHECK(cudaGetDevice(&gc.device));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&gc.stream, cudaStreamNonBlocking));
+    CHECK(pthread_create(&gc.thread, NULL, global_capture_main, &gc) == 0);
+    while (atomic_load(&gc.state) != 1)
+        sched_yield();
+    engram_fetch_t *plain; /* the last replay's indices (no allocation: that would end the capture) */
+    CHECK_OK(engram_fetch_on_stream(h->table, d_idx[1], 7, flags, s, &plain));
+    (void)engram_test(plain);
+    CHECK_OK(engram_wait(plain, NULL, NULL));
+    CHECK_OK(engram_fetch_release(plain));
+    atomic_store(&gc.state, 2);
+    pthread_join(gc.thread, NULL);
+    CHECK(gc.ended == cudaSuccess);
+    CUDA_CHECK(cudaStreamDestroy(gc.stream));
+    for (int g = 0; g < 2; g++) {
+        CUDA_CHECK(cudaGraphExecDestroy(exec[g]));
+        CHECK_OK(engram_fetch_release(f[g]));
+        CUDA_CHECK(cudaFree(d_idx[g]));
+    }
+    free(rows);
+    free(sf);
+    if (with_cache) {
+        CHECK_OK(engram_table_cache_rows(h->table, NULL, 0));
+        free(cached);
+    }
 }
 
 /* A fetch issued into a CUDA graph being captured says so
@@ -683,10 +834,13 @@ static int rank_main(engram_group_t *g, void *arg)
         if (dtypes[d].packs)
             check_repeats(&h, s, true);
         bool host_gather = sc->gpu_path != NULL && strcmp(sc->gpu_path, "host_gather") == 0;
-        if (host_gather)
-            check_capture_refused(&h, s);
-        else if (gin || local == engram_group_size(g))
+        if (gin || local == engram_group_size(g)) {
             check_captured(&h, s);
+            check_graph_replays(&h, s, false, false, host_gather);
+            check_graph_replays(&h, s, dtypes[d].packs > 0, !gin, host_gather);
+        } else {
+            check_capture_refused(&h, s);
+        }
         check_release_ordered(&h, s, host_gather || (!gin && local < engram_group_size(g)));
         if (!gin)
             check_cache(&h, s, dtypes[d].packs > 0,

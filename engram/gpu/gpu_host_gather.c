@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engram/gpu/gpu_host_gather.h"
+#include "engram/gpu/gpu_sync.h"
 #include "engram/gpu/host_gather.h"
 #include "engram/gpu/hot_cache.h"
 #include "hal/log.h"
@@ -35,6 +36,7 @@ typedef struct engram_gpu_host {
     uint32_t *copied;               /* pinned, mapped [slots]: each job's copied word */
     uint32_t *copied_dev;
     cudaStream_t *copy_streams;     /* [slots]: each job's copy stream */
+    cudaEvent_t *forks, *joins;     /* [slots]: a captured fetch's copy stream forked and joined */
     uint32_t max_chunks;
     uint32_t *scales;               /* the replicated scales, host copy */
 } engram_gpu_host_t;
@@ -130,7 +132,7 @@ static engram_status_t check_stream_waits(engram_gpu_host_t *h)
     if (ce != cudaSuccess)
         return cuda_error("creating a stream", ce);
     const char *err = engram_gpu_cuda_wait_geq(s, h->flags_dev, 0);
-    ce = cudaStreamSynchronize(s);
+    ce = engram_gpu_stream_sync(s);
     cudaStreamDestroy(s);
     if (err != NULL || ce != cudaSuccess)
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED,
@@ -160,13 +162,26 @@ static engram_status_t make_jobs(engram_table_t *t, const engram_gpu_table_t *g,
     engram_status_t st = engram_gather_pool_create(threads, t->shard->numa_node, &h->pool);
     h->jobs = st == ENGRAM_OK ? calloc((size_t)t->num_slots, sizeof(*h->jobs)) : NULL;
     h->copy_streams = st == ENGRAM_OK ? calloc((size_t)t->num_slots, sizeof(*h->copy_streams)) : NULL;
-    if (st == ENGRAM_OK && (h->jobs == NULL || h->copy_streams == NULL))
+    h->forks = st == ENGRAM_OK ? calloc((size_t)t->num_slots, sizeof(*h->forks)) : NULL;
+    h->joins = st == ENGRAM_OK ? calloc((size_t)t->num_slots, sizeof(*h->joins)) : NULL;
+    if (st == ENGRAM_OK && (h->jobs == NULL || h->copy_streams == NULL || h->forks == NULL || h->joins == NULL))
         st = ENGRAM_ERROR(ENGRAM_ERR_NOMEM, "GPU table, host_gather: out of memory for %d jobs", t->num_slots);
+    if (st == ENGRAM_OK)
+        st = engram_gather_pool_set_wake(h->pool, t->ctx->cfg.gather_watch_us * 1000,
+                                         t->ctx->cfg.gather_wake == ENGRAM_GATHER_WAKE_HOST_NODE);
     for (int s = 0; st == ENGRAM_OK && s < t->num_slots; s++) {
         cudaError_t ce = cudaStreamCreateWithFlags(&h->copy_streams[s], cudaStreamNonBlocking);
         if (ce != cudaSuccess) {
             h->copy_streams[s] = NULL;
             st = cuda_error("creating a slot's copy stream", ce);
+        }
+        if (st == ENGRAM_OK && (ce = cudaEventCreateWithFlags(&h->forks[s], cudaEventDisableTiming)) != cudaSuccess) {
+            h->forks[s] = NULL;
+            st = cuda_error("creating a slot's events", ce);
+        }
+        if (st == ENGRAM_OK && (ce = cudaEventCreateWithFlags(&h->joins[s], cudaEventDisableTiming)) != cudaSuccess) {
+            h->joins[s] = NULL;
+            st = cuda_error("creating a slot's events", ce);
         }
     }
     for (int s = 0; st == ENGRAM_OK && s < t->num_slots; s++) {
@@ -187,6 +202,8 @@ static engram_status_t make_jobs(engram_table_t *t, const engram_gpu_table_t *g,
             .copied = h->copied + s,
             .copied_dev = h->copied_dev + s,
             .copy_stream = h->copy_streams[s],
+            .fork_event = h->forks[s],
+            .join_event = h->joins[s],
             .max_rows = z->slot_rows,
             .max_chunks = h->max_chunks,
         };
@@ -231,8 +248,10 @@ static void settle(engram_gpu_host_t *h, int s)
 {
     while (h->jobs[s] != NULL && !engram_gather_job_finished(h->jobs[s]))
         sched_yield(); /* an abandoned job ends in a few rows */
-    if (h->copy_streams[s] != NULL)
-        cudaStreamSynchronize(h->copy_streams[s]);
+    enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (h->copy_streams[s] != NULL && cudaStreamIsCapturing(h->copy_streams[s], &capture) == cudaSuccess &&
+        capture == cudaStreamCaptureStatusNone) /* drawn into a failed capture: nothing of it runs */
+        engram_gpu_stream_sync(h->copy_streams[s]);
 }
 
 /* Waits for the slots' last fetches, lets abandoned ones pass, stops the
@@ -246,13 +265,16 @@ static void hg_destroy(engram_table_t *t, engram_gpu_table_t *g, void *state)
      * into memory that is. The pool ends first: with a cache its threads
      * queue copies on the copy streams, which are drained after. */
     for (int s = 0; h->jobs != NULL && s < t->num_slots; s++)
+        if (h->jobs[s] != NULL)
+            engram_gather_job_uncapture(h->jobs[s]); /* a captured fetch not released: its replay passes */
+    for (int s = 0; h->jobs != NULL && s < t->num_slots; s++)
         if (h->jobs[s] != NULL && !engram_gather_job_finished(h->jobs[s]))
             engram_gather_job_abandon(h->jobs[s]);
     for (int s = 0; h->jobs != NULL && h->copy_streams != NULL && s < t->num_slots; s++)
         settle(h, s);
     for (int s = 0; g->done != NULL && s < t->num_slots; s++)
         if (g->done[s] != NULL)
-            cudaEventSynchronize(g->done[s]);
+            engram_gpu_event_sync(g->done[s]);
     engram_gather_pool_destroy(h->pool);
     for (int s = 0; h->jobs != NULL && s < t->num_slots; s++)
         engram_gather_job_destroy(h->jobs[s]);
@@ -261,6 +283,14 @@ static void hg_destroy(engram_table_t *t, engram_gpu_table_t *g, void *state)
         if (h->copy_streams[s] != NULL)
             cudaStreamDestroy(h->copy_streams[s]);
     free(h->copy_streams);
+    for (int s = 0; h->forks != NULL && s < t->num_slots; s++)
+        if (h->forks[s] != NULL)
+            cudaEventDestroy(h->forks[s]);
+    for (int s = 0; h->joins != NULL && s < t->num_slots; s++)
+        if (h->joins[s] != NULL)
+            cudaEventDestroy(h->joins[s]);
+    free(h->forks);
+    free(h->joins);
     cudaFreeHost(h->copied);
     cudaFreeHost(h->flags);
     cudaFreeHost(h->ready);
@@ -350,13 +380,17 @@ static engram_status_t hg_issue(void *state, engram_gpu_table_t *g, const engram
     engram_gpu_host_t *h = state;
     engram_fetch_slot_t *f = fx->f;
     const engram_table_t *t = f->table;
-    engram_status_t st = engram_gather_job_queue(h->jobs[fx->slot], &engram_gpu_cuda_stream_ops, fx->stream,
-                                                 fx->indices, f->num_tokens, t->params.entries_per_token,
-                                                 (f->flags & ENGRAM_FETCH_SCALES_COL_MAJOR) != 0, g->hot, f->rows,
-                                                 f->scales_out);
+    engram_status_t (*issue)(engram_gather_job_t *, const engram_gather_stream_ops_t *, void *, const int64_t *,
+                             uint32_t, uint32_t, bool, const void *, char *, uint32_t *) =
+        fx->captured ? engram_gather_job_capture : engram_gather_job_queue;
+    engram_status_t st = issue(h->jobs[fx->slot], &engram_gpu_cuda_stream_ops, fx->stream, fx->indices,
+                               f->num_tokens, t->params.entries_per_token,
+                               (f->flags & ENGRAM_FETCH_SCALES_COL_MAJOR) != 0, g->hot, f->rows, f->scales_out);
     /* what was queued (the job abandoned, so it passes) writes into the
-     * slot: done before it is free (the driver then synchronizes the stream) */
-    if (st != ENGRAM_OK)
+     * slot: done before it is free (the driver then synchronizes the
+     * stream); under capture nothing ran, and the copy stream, drawn into
+     * the failed capture, must not be synchronized */
+    if (st != ENGRAM_OK && !fx->captured)
         settle(h, fx->slot);
     *wait_due = st == ENGRAM_OK;
     return st;
@@ -396,6 +430,16 @@ static engram_status_t hg_test(void *state, engram_gpu_table_t *g, engram_fetch_
     return f->status;
 }
 
+static void hg_end_captured(void *state, int slot)
+{
+    engram_gather_job_uncapture(((engram_gpu_host_t *)state)->jobs[slot]);
+}
+
+static void hg_replay_bad(void *state, int slot, uint64_t *count, uint64_t *first_row)
+{
+    engram_gather_job_bad(((engram_gpu_host_t *)state)->jobs[slot], count, first_row);
+}
+
 static int hg_threads(const void *state)
 {
     return engram_gather_pool_threads(((const engram_gpu_host_t *)state)->pool);
@@ -403,7 +447,7 @@ static int hg_threads(const void *state)
 
 const engram_gpu_path_ops_t engram_gpu_host_gather_path = {
     .name = "host_gather",
-    .how = "host threads gather its rows, each fetch handed to them by the host; gpu_path=uva can",
+    .how = "host threads gather its rows, the copy engine moves them; gpu_path=uva can",
     .work = "copy",
     .caps = ENGRAM_GPU_HOST_GATHER_CAPS,
     .alloc_shard = hg_alloc_shard,
@@ -416,4 +460,6 @@ const engram_gpu_path_ops_t engram_gpu_host_gather_path = {
     .issue = hg_issue,
     .queue_wait = hg_queue_wait,
     .test = hg_test,
+    .end_captured = hg_end_captured,
+    .replay_bad = hg_replay_bad,
 };

@@ -1,6 +1,7 @@
 /* CUDA's stream operations for the host-gather pool's jobs
  * (engram_gather_stream_ops_t, host_gather.h; design in gpu_host_gather.h). */
 #include "engram/gpu/gpu_host_gather.h"
+#include "engram/gpu/gpu_sync.h"
 #include "engram/gpu/hot_cache.h"
 #include "memory/cuda_driver.h"
 
@@ -63,7 +64,21 @@ static const char *cuda_place(void *stream, const void *cache_dev, const char *s
 
 static const char *cuda_drain(void *stream)
 {
-    cudaError_t ce = cudaStreamSynchronize((cudaStream_t)stream);
+    cudaError_t ce = engram_gpu_stream_sync((cudaStream_t)stream);
+    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
+}
+
+static const char *cuda_link(void *from, void *to, void *event)
+{
+    cudaError_t ce = cudaEventRecord((cudaEvent_t)event, (cudaStream_t)from);
+    if (ce == cudaSuccess)
+        ce = cudaStreamWaitEvent((cudaStream_t)to, (cudaEvent_t)event, 0);
+    return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
+}
+
+static const char *cuda_notify(void *stream, void (*fn)(void *), void *arg)
+{
+    cudaError_t ce = cudaLaunchHostFunc((cudaStream_t)stream, fn, arg);
     return ce == cudaSuccess ? NULL : cudaGetErrorString(ce);
 }
 
@@ -76,4 +91,6 @@ const engram_gather_stream_ops_t engram_gpu_cuda_stream_ops = {
     .bind = cuda_bind,
     .place = cuda_place,
     .drain = cuda_drain,
+    .link = cuda_link,
+    .notify = cuda_notify,
 };

@@ -76,6 +76,14 @@ void engram_gpu_fetch_end(engram_fetch_slot_t *f)
     (void)f;
 }
 
+bool engram_gpu_replay_bad(const engram_fetch_slot_t *f, uint64_t *count, uint64_t *first_row)
+{
+    (void)f;
+    (void)count;
+    (void)first_row;
+    return false;
+}
+
 uint32_t engram_gpu_released_running(engram_table_t *t)
 {
     (void)t;

@@ -1,5 +1,6 @@
 /* gpu_path = auto: the reach probe (design in gpu_reach.h). */
 #include "engram/gpu/gpu_reach.h"
+#include "engram/gpu/gpu_sync.h"
 
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -93,7 +94,7 @@ static cudaError_t probe_open(probe_t *p, int device, uint64_t bytes)
 static void probe_close(probe_t *p)
 {
     if (p->stream != NULL)
-        cudaStreamSynchronize(p->stream);
+        engram_gpu_stream_sync(p->stream);
     if (p->stop != NULL)
         cudaEventDestroy(p->stop);
     if (p->start != NULL)

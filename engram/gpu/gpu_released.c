@@ -79,6 +79,8 @@ void engram_gpu_fetch_end(engram_fetch_slot_t *f)
     engram_table_t *t = f->table;
     engram_gpu_table_t *g = t->gpu;
     int slot = (int)(f - t->slots);
+    if (f->captured)
+        engram_gpu_fetch_uncapture(f);
     engram_released_put_report(&g->released, g->slot_report[slot]);
     g->slot_report[slot] = ENGRAM_RELEASED_NO_REPORT;
     reap_slot(t, slot, true, false); /* they ran before this fetch on its stream */

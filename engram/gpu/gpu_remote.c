@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "engram/gpu/gpu_host_gather.h"
+#include "engram/gpu/gpu_sync.h"
 #include "engram/gpu/gpu_state.h"
 #include "engram/plugin/deadline.h"
 #include "hal/log.h"
@@ -213,7 +214,7 @@ static engram_status_t wait_copied(engram_context_t *ctx, cudaEvent_t ev)
     bool serve = engram_context_needs_progress(ctx);
     engram_deadline_t deadline = engram_deadline_start(ctx->cfg.timeout_ms);
     for (unsigned spins = 0;;) {
-        cudaError_t ce = cudaEventQuery(ev);
+        cudaError_t ce = engram_gpu_event_query(ev);
         if (ce == cudaSuccess)
             return ENGRAM_OK;
         if (ce != cudaErrorNotReady)

@@ -1,6 +1,7 @@
 /* gpu_sms = auto: time the gather kernel at a few SM budgets (design in
  * gpu_sms.h). */
 #include "engram/plugin/deadline.h"
+#include "engram/gpu/gpu_sync.h"
 #include "engram/gpu/gpu_sms.h"
 
 #include <stdlib.h>
@@ -51,7 +52,7 @@ cudaError_t engram_gpu_gather_rate(const engram_gpu_gather_args_t *a, int blocks
         if (ce == cudaSuccess)
             ce = cudaEventRecord(stop, stream);
         if (ce == cudaSuccess)
-            ce = cudaEventSynchronize(stop);
+            ce = engram_gpu_event_sync(stop);
         float ms = 0;
         if (ce == cudaSuccess)
             ce = cudaEventElapsedTime(&ms, start, stop);
@@ -152,7 +153,7 @@ engram_status_t engram_gpu_sms_calibrate(engram_table_t *t, engram_gpu_table_t *
     if (ce == cudaSuccess)
         ce = search(&c, sms, &blocks, &share, &all_rate, &bounded);
     if (have_stream)
-        cudaStreamSynchronize(c.stream);
+        engram_gpu_stream_sync(c.stream);
     if (have_stop)
         cudaEventDestroy(c.stop);
     if (have_start)

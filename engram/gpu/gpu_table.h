@@ -34,6 +34,10 @@ char *engram_gpu_table_host_rows(const engram_table_t *t);
 /* engram_table_cache_rows past its checks (table_cache.c): rows[n], n >= 0,
  * of a written, idle recv=CUDA table. */
 engram_status_t engram_gpu_cache_set(engram_table_t *t, const int64_t *rows, uint64_t n);
+/* A captured fetch's last replay's bad indices (count, first row) where
+ * its table's local path tallies them per replay (host_gather): true;
+ * false where none does (then nothing is set). */
+bool engram_gpu_replay_bad(const engram_fetch_slot_t *f, uint64_t *count, uint64_t *first_row);
 /* engram_test for a fetch of a GPU table. */
 engram_status_t engram_gpu_fetch_test(engram_fetch_slot_t *f);
 /* What work queued on a GPU fetch's stream after this call needs to see

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engram/gpu/gpu_dedup.h"
+#include "engram/gpu/gpu_sync.h"
 #include "engram/gpu/gpu_fetch.h"
 #include "engram/gpu/gpu_sms.h"
 #include "engram/gpu/gpu_state.h"
@@ -142,7 +143,7 @@ static cudaError_t on_own_stream(cudaError_t (*fn)(engram_table_t *, void *, con
         return ce;
     ce = fn(t, dst, src, s);
     /* copies from pageable memory may return before the DMA lands */
-    cudaError_t se = cudaStreamSynchronize(s);
+    cudaError_t se = engram_gpu_stream_sync(s);
     cudaStreamDestroy(s);
     return ce != cudaSuccess ? ce : se;
 }
@@ -213,7 +214,7 @@ static engram_status_t uva_load_rows(engram_table_t *t, engram_gpu_table_t *g, v
     a.num_tokens = (uint32_t)n;
     a.bad = engram_gpu_report(g, ENGRAM_RELEASED_NO_REPORT); /* the sink: no fetch reads it */
     ce = (cudaError_t)engram_gpu_gather_launch(&a, g->blocks, s);
-    cudaError_t sync = cudaStreamSynchronize(s);
+    cudaError_t sync = engram_gpu_stream_sync(s);
     cudaStreamDestroy(s);
     if (ce == cudaSuccess)
         ce = sync;

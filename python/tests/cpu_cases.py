@@ -193,8 +193,10 @@ def case_bad_indices(ctx):
     idx[5, 3], idx[7, 0], idx[9, 23] = -1, n, n + 12345
     with ctx.buffer() as buf:
         buf.engram_write(ctx.shard_bytes.view(torch.bfloat16))
-        e = expect(engram.BadIndexError, buf.engram_fetch(idx))
+        hook = buf.engram_fetch(idx)
+        e = expect(engram.BadIndexError, hook)
         assert (e.count, e.first_token, e.first_entry) == (3, 5, 3), (e.count, e.first_token, e.first_entry)
+        assert hook.bad_indices() == (3, 5, 3), hook.bad_indices()
         assert "3 indices out of range" in str(e) and "token 5 entry 3" in str(e), str(e)
         got = e.rows.view(torch.uint8).reshape(T, K, H * 2)
         ok = (idx >= 0) & (idx < n)
@@ -202,6 +204,8 @@ def case_bad_indices(ctx):
         assert not got[~ok].any(), "rows of bad indices are not zero-filled"
         assert isinstance(e, engram.Error) and e.status_name
         del e, got
+        hook.release()
+        expect(engram.StateError, hook.bad_indices, match="released")
 
 
 def case_lifecycle(ctx):

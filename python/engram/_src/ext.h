@@ -233,6 +233,10 @@ PyObject *eg_fetch_issue_addr(eg_table_t *t, const void *data, long long rows, l
 PyObject *eg_table_detach_fetches(PyObject *self, PyObject *noargs);
 /* The hook's wait: (rows, sf) as Arrays or (as_capsules) capsules (fetch.c). */
 PyObject *eg_fetch_wait_views(eg_fetch_t *self, int as_capsules);
+/* (count, first_token, first_entry) of the fetch's out-of-range indices;
+ * a captured fetch's: its graph's last replay's, where the table's path
+ * tallies them per replay (host_gather), else (0, 0, 0). */
+PyObject *eg_fetch_bad_indices(eg_fetch_t *self);
 
 /* engram.Hook (hook.c): a fetch, the converter its views take, and the
  * CUDA device current while it waits (-1: none). */

@@ -389,6 +389,22 @@ static PyObject *raise_bad_index(eg_fetch_t *self, const char *message, PyObject
     return NULL;
 }
 
+PyObject *eg_fetch_bad_indices(eg_fetch_t *self)
+{
+    if (self->f == NULL)
+        return eg_raise(eg_StateError, "bad_indices: the fetch has been released");
+    uint64_t count = 0;
+    uint32_t token = 0, entry = 0;
+    engram_status_t st = engram_fetch_bad_indices(self->f, &count, &token, &entry);
+    if (st != ENGRAM_OK)
+        return eg_raise_status(st, "bad_indices");
+    if (self->table->flat && count > 0) { /* the library's token is a row here */
+        entry = self->view_entries ? token % self->view_entries : 0;
+        token = self->view_entries ? token / self->view_entries : 0;
+    }
+    return Py_BuildValue("(KII)", (unsigned long long)count, (unsigned int)token, (unsigned int)entry);
+}
+
 /* The hook's one rule: a call that hands out no rows (interrupted, timed
  * out here, or the fetch failed in the library) leaves the hook callable
  * again, which waits again or, for a fetch the library ended, raises the

@@ -155,7 +155,17 @@ static void hook_dealloc(eg_hook_t *self)
     PyObject_Free(self);
 }
 
+static PyObject *hook_bad_indices(eg_hook_t *self, PyObject *noargs)
+{
+    (void)noargs;
+    return eg_fetch_bad_indices(self->fetch);
+}
+
 static PyMethodDef hook_methods[] = {
+    {"bad_indices", (PyCFunction)hook_bad_indices, METH_NOARGS,
+     "bad_indices()\n--\n\n(count, first_token, first_entry) of the fetch's out-of-range indices, whose rows are "
+     "zero-filled, once its rows were handed out; for a fetch captured in a CUDA graph, those of the graph's last "
+     "replay to complete (gpu_path=host_gather; (0, 0, 0) on uva, which tallies none per replay)."},
     {"release", (PyCFunction)hook_release, METH_NOARGS,
      "release()\n--\n\nFrees the receive slot now (BusyError while tensors still view it). engram.TimeoutError: "
      "the fetch's gets had not completed within timeout_ms; it is released all the same, and its receive slot is "
