@@ -17,7 +17,7 @@
  *
  * Capabilities (engram_gpu_path_ops_t.caps), and the path asked:
  *   CAPTURE          a fetch may be captured in a CUDA graph: its replays
- *                    need no host call (every path of the table)
+ *                    need no call of the caller (every path of the table)
  *   NODES            rows of other nodes: composes with an other-nodes
  *                    path (the local path)
  *   BESIDE_LAUNCHER  composes with a GPU launcher (the local path)

@@ -239,11 +239,17 @@ ENGRAM_API engram_status_t engram_wait(engram_fetch_t *fetch, const void **rows,
 ENGRAM_API engram_status_t engram_fetch_buffers(engram_fetch_t *fetch, const void **rows, const uint32_t **scales);
 /* *captured: 1 when engram_fetch_on_stream found its stream capturing a
  * CUDA graph, so the fetch's work runs at the graph's replays (test and
- * wait then return at once, the pointers are the graph's receive buffers,
- * and no bad-index report comes), else 0 (every recv=HOST fetch). */
+ * wait then return at once, the pointers are the graph's receive buffers;
+ * engram_fetch_bad_indices gives the last completed replay's report on
+ * gpu_path=host_gather, none on uva or a launcher), else 0 (every
+ * recv=HOST fetch). A captured fetch holds its receive slot until
+ * released; releasing it waits for the device (every replay launched
+ * ends), and its graph must not be replayed after. */
 ENGRAM_API engram_status_t engram_fetch_captured(const engram_fetch_t *fetch, int *captured);
 /* The out-of-range indices of a completed fetch: their count and the first
- * one's (token, entry), 0 when none. Any out-parameter may be NULL. */
+ * one's (token, entry), 0 when none; of a captured one, its graph's last
+ * completed replay's where the path tallies them (engram_fetch_captured).
+ * Any out-parameter may be NULL. */
 ENGRAM_API engram_status_t engram_fetch_bad_indices(const engram_fetch_t *fetch, uint64_t *count,
                                                     uint32_t *first_token, uint32_t *first_entry);
 /* Ends the fetch: its handle is invalid from here, and the fetch no longer

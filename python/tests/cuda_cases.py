@@ -30,9 +30,9 @@ class Context:
     def indices(self, tokens=T):
         return torch.randint(0, self.world * E, (tokens, K), generator=self.gen)
 
-    def buffer(self, gpu_table, dtype=torch.bfloat16, packs=0):
+    def buffer(self, gpu_table, dtype=torch.bfloat16, packs=0, **config):
         return engram.Buffer(self.group, E, H, dtype, T, K, num_sf_packs=packs, recv="cuda",
-                             config=dict(self.config, gpu_table=gpu_table))
+                             config=dict(self.config, gpu_table=gpu_table, **config))
 
 
 def check_rows(ctx, gpu_table, idx_dtype=torch.int64, use_stream=False):
@@ -136,13 +136,16 @@ def case_cuda_lifecycle(ctx):
     expect(engram.StateError, buf.engram_fetch, ctx.indices().cuda())
 
 
-def check_graph(ctx, gpu_table, packs, idx_dtype):
+def check_graph(ctx, gpu_table, packs, idx_dtype, **config):
     """The pattern of python/README.md: a static index tensor, a warm-up, the hook
     captured in a graph, then new indices copied in before each replay (a bad
-    one included: zero rows, no report under a graph)."""
+    one included: zero rows; on host_gather counted per replay by
+    hook.bad_indices(), on uva not)."""
     dtype = "float8_e4m3fn" if packs else torch.bfloat16
     width = H if packs else H * 2
-    with ctx.buffer(gpu_table, dtype=dtype, packs=packs) as buf:
+    with ctx.buffer(gpu_table, dtype=dtype, packs=packs, **config) as buf:
+        host_gather = buf.stats()["path"] == "host_gather"  # the path auto took, where not asked
+        assert buf.stats()["path"] == config.get("gpu_path", buf.stats()["path"])
         buf.engram_write(ctx.shard_bytes[:, :width].contiguous() if packs else ctx.shard_bytes.view(torch.bfloat16),
                          ctx.scales if packs else None)
         static_idx = ctx.indices().to(idx_dtype).cuda()
@@ -174,6 +177,8 @@ def check_graph(ctx, gpu_table, packs, idx_dtype):
                 if step == 3:
                     want_sf[2, 5] = 0
                 assert torch.equal(sf.cpu(), want_sf.reshape(T, K * P)), "replay %d gave stale scales" % step
+            bad = hook.bad_indices()
+            assert bad == ((1, 2, 5) if step == 3 and host_gather else (0, 0, 0)), (step, bad)
         # the captured rows hold the slot: the buffer cannot go while they live
         expect(engram.BusyError, buf.destroy)
         del rows, sf, hook, out, graph
@@ -185,6 +190,14 @@ def case_cuda_graph_capture_replay(ctx):
 
 def case_cuda_graph_fp8_scales_int32_device_table(ctx):
     check_graph(ctx, "device", P, torch.int32)
+
+
+def case_cuda_graph_host_gather(ctx):
+    check_graph(ctx, "host_numa", 0, torch.int64, gpu_path="host_gather")
+
+
+def case_cuda_graph_host_gather_fp8_scales(ctx):
+    check_graph(ctx, "host_numa", P, torch.int32, gpu_path="host_gather")
 
 
 # -- the stream-ordered hook ------------------------------------------------
