@@ -24,7 +24,7 @@
  * One buffer at a time: the pinned one, freed, then the host segment, so
  * the probe holds min(size, ENGRAM_GPU_REACH_MAX_BYTES) (at least the
  * first window) of host memory at once, and beside it two fetches' pinned
- * staging and indices and their GPU rows (about 34 MiB of each). Measured
+ * staging and indices and their GPU rows (about 33 MiB of each). Measured
  * once per device and process for the settings that shape host_gather (a
  * larger size asked later measures again, unless uva already fell past
  * its reach), logged at info with its time. */

@@ -364,8 +364,9 @@ ENGRAM_API engram_status_t engram_table_stats(const engram_table_t *table, engra
  * not measured). Where host_gather's probe failed (logged), the reach
  * alone decides: uva within it, host_gather past it. The probe holds a
  * buffer of min(node_table_bytes, 2 GiB) (at least 64 MiB) of pinned
- * memory, then one of host memory, and about 50 MiB of pinned and GPU
- * memory beside; its time (logged at info) is mostly their allocation.
+ * memory, then one of host memory, and beside them about 33 MiB of pinned
+ * and as much GPU memory; its time (logged at info, probe_ms below) is
+ * mostly their allocation and first touch.
  * Local. Set size = sizeof(*out) first. */
 #define ENGRAM_GPU_PATH_WINDOWS_MAX 8
 typedef struct engram_gpu_path_window {
