@@ -207,10 +207,13 @@ static void check_settings(engram_group_t *g)
     FILE *mi = fopen("/proc/meminfo", "r");
     CHECK(mi != NULL);
     char line[256];
-    long free_pages = 0;
-    while (fgets(line, sizeof(line), mi) != NULL)
+    long free_pages = 0, reserved = 0;
+    while (fgets(line, sizeof(line), mi) != NULL) {
         sscanf(line, "HugePages_Free: %ld", &free_pages);
+        sscanf(line, "HugePages_Rsvd: %ld", &reserved);
+    }
     fclose(mi);
+    free_pages -= reserved; /* promised to mappings already */
     engram_context_t *ctx = context_with(g, "huge_pages", "on");
     engram_gpu_path_report_t r = {.size = sizeof(r)};
     CHECK_OK(engram_gpu_path_report(ctx, 256 * MiB, &r));
