@@ -39,7 +39,11 @@ host_gather, engram's own shard (a memfd) is filled in place, written to
 engram from itself, and mapped a second time for torch's UVA view
 (cudaHostRegister); with gpu_path uva (the shard is CUDA host-NUMA memory
 torch cannot view) torch reads a copy the tool fills, kept only where the
-host has room for it.
+host has room for it. The scales (8 bytes a row, 1/32 of the rows' bytes)
+are the tool's pinned array, which torch reads and engram_write copies.
+With --indices, the trace's rows are written into the static input in
+place of token ids, and the graph takes them modulo each table's rows in
+place of the hash.
 
 Reported per (size, tokens, variant): the step's median and p10/p90 (us),
 the none step's median beside it and the ratio; exposed = the variant's
@@ -88,6 +92,12 @@ MULT_S64 = MULT - (1 << 64)  # as a signed int64
 MASK_FP8 = 0xF7F7F7F7F7F7F7F7  # bit 3 of every byte clear: no e4m3fn NaN (0x7f, 0xff)
 SF_LOW = 0x0F0F0F0F0F0F0F0F  # ue8m0 bytes in 0x78..0x87: scales 2^-7..2^8
 SF_BASE = 0x7878787878787878
+
+
+def said(e):
+    """An exception as one line: its type and its message's first line."""
+    text = str(e).strip()
+    return "%s: %s" % (type(e).__name__, text.splitlines()[0]) if text else type(e).__name__
 
 
 class Refused(Exception):
@@ -955,7 +965,7 @@ class Case:
         torch.cuda.synchronize()
         del outs, keep
         if err is not None:
-            raise Refused("failed outside a graph: %s: %s" % (type(err).__name__, err))
+            raise Refused("failed outside a graph: " + said(err))
         g = torch.cuda.CUDAGraph()
         err = None
         try:
@@ -963,11 +973,11 @@ class Case:
                 outs, keep, err = self.body(variant)
         except Exception as e:  # noqa: BLE001 -- the capture itself failed (invalidated, ...)
             torch.cuda.synchronize()
-            raise Refused("refused: capture failed: %s: %s" % (type(e).__name__, str(e).splitlines()[0]))
+            raise Refused("refused: capture failed: " + said(e))
         if err is not None:
             del g, outs, keep
             torch.cuda.synchronize()
-            raise Refused("refused: %s: %s" % (type(err).__name__, str(err).splitlines()[0] if str(err) else ""))
+            raise Refused("refused: " + said(err))
         self.outputs[variant] = outs
         self.keep[variant] = keep
         return g
@@ -1027,13 +1037,21 @@ class Case:
             for r in range(rounds):
                 timed = r >= args.warmup
                 k = r - args.warmup
-                for j in range(len(order)):
-                    v = order[(j + r) % len(order)]
+                for v in [order[(j + r) % len(order)] for j in range(len(order))]:
+                    if v not in graphs:
+                        continue  # failed in an earlier replay
                     self.static_in.copy_(pool[r], non_blocking=True)
                     if timed:
                         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                         s.record()
-                    graphs[v].replay()
+                    try:
+                        graphs[v].replay()
+                    except Exception as exc:  # noqa: BLE001 -- this variant ends here, the others go on
+                        status[v] = "failed: %s %d: %s" % ("replay" if timed else "warm-up replay",
+                                                          k if timed else r, said(exc))
+                        print("  %s: %s" % (v, status[v]), flush=True)
+                        del graphs[v]
+                        continue
                     if timed:
                         e.record()
                         pending.append((v, s, e))
@@ -1073,7 +1091,7 @@ def case_fields(env, model, size_gib, rows, tokens):
 
 
 def failure(e):
-    return "failed: %s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+    return "failed: " + said(e)
 
 
 def run_size(env, model, size_gib, records):
