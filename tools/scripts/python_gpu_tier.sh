@@ -11,6 +11,8 @@
 #                                 transport=nccl_gin on 2 emulated nodes x 2 and x 4
 #                                 ranks, hybrid and direct
 #   tools/overlap_bench.py        fetch beside a bf16 GEMM (OVERLAP=0 skips it)
+#   tools/engine_step_bench.py    a decode step captured whole in a CUDA graph, with
+#                                 and without the lookups, at 1 GiB (ENGINE_STEP=0 skips it)
 #   tools/elastic_overhead.py     engram.ElasticBuffer's cost per fetch over Buffer
 #   tools/deepep/run_deepep_engram_test.py   DeepEP's test_engram.py against
 #                                 engram.ElasticBuffer, where DEEPEP_DIR names a
@@ -130,6 +132,25 @@ if [[ ${OVERLAP:-1} != 0 ]]; then
         if ENGRAM_LOG_LEVEL=info timeout "${OVERLAP_TIMEOUT_S:-420}" "$py" "$root/tools/overlap_bench.py" \
             --ranks "$ranks" --json "$out/$name.jsonl" 2>&1 \
             | tee "$out/$name.txt"; then
+            ok=$((ok + 1))
+        else
+            bad=$((bad + 1))
+        fi
+    done
+fi
+# The engine-shaped step (tools/engine_step_bench.py), small: 1 GiB, 512
+# tokens, 16 layers, every tenth of 100 replays checked bit for bit, per
+# gpu_path. uva must capture (--strict); a host_gather capture the library
+# refuses is reported as refused, the run's other variants still measured.
+# JSON lines and tables go to OUT_DIR/engine_step_<path>.jsonl/.txt.
+if [[ ${ENGINE_STEP:-1} != 0 ]]; then
+    for path in uva host_gather; do
+        strict=()
+        [[ $path == uva ]] && strict=(--strict)
+        echo "== engine_step_bench.py --gpu-path $path (1 GiB, 512 tokens, 16 layers, 100 replays)"
+        if timeout 600 "$py" "$root/tools/engine_step_bench.py" --gpu-path "$path" --sizes 1 --tokens 512 \
+            --replays 100 --layers 16 --check-every 10 "${strict[@]}" --json "$out/engine_step_$path.jsonl" 2>&1 \
+            | tee "$out/engine_step_$path.txt"; then
             ok=$((ok + 1))
         else
             bad=$((bad + 1))
