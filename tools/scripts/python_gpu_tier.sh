@@ -140,13 +140,11 @@ if [[ ${OVERLAP:-1} != 0 ]]; then
 fi
 # The engine-shaped step (tools/engine_step_bench.py), small: 1 GiB, 512
 # tokens, 16 layers, every tenth of 100 replays checked bit for bit, per
-# gpu_path. uva must capture (--strict); a host_gather capture the library
-# refuses is reported as refused, the run's other variants still measured.
-# JSON lines and tables go to OUT_DIR/engine_step_<path>.jsonl/.txt.
+# gpu_path; both must capture (--strict). JSON lines and tables go to
+# OUT_DIR/engine_step_<path>.jsonl/.txt.
 if [[ ${ENGINE_STEP:-1} != 0 ]]; then
     for path in uva host_gather; do
-        strict=()
-        [[ $path == uva ]] && strict=(--strict)
+        strict=(--strict)
         echo "== engine_step_bench.py --gpu-path $path (1 GiB, 512 tokens, 16 layers, 100 replays)"
         if timeout 600 "$py" "$root/tools/engine_step_bench.py" --gpu-path "$path" --sizes 1 --tokens 512 \
             --replays 100 --layers 16 --check-every 10 "${strict[@]}" --json "$out/engine_step_$path.jsonl" 2>&1 \
