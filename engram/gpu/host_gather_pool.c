@@ -262,13 +262,14 @@ static engram_gather_job_t *begin_watched(engram_gather_pool_t *p)
 static engram_gather_job_t *take_job(engram_gather_pool_t *p)
 {
     int64_t idle_since = engram_now_ns();
-    unsigned long long kicks = atomic_load_explicit(&p->kicks, memory_order_relaxed);
+    unsigned long long news = atomic_load_explicit(&p->kicks, memory_order_relaxed) + atomic_load(&p->posts);
     bool watcher = false;
     for (;;) {
-        /* a replay's host function: poll its word again while it comes */
-        const unsigned long long k = atomic_load_explicit(&p->kicks, memory_order_relaxed);
-        if (k != kicks) {
-            kicks = k;
+        /* a post, or a replay's host function: poll again while its stream
+         * comes to its word */
+        const unsigned long long n = atomic_load_explicit(&p->kicks, memory_order_relaxed) + atomic_load(&p->posts);
+        if (n != news) {
+            news = n;
             idle_since = engram_now_ns();
         }
         if (!p->stop && p->current == NULL)
