@@ -40,7 +40,7 @@
  *
  *   path          CAPTURE NODES BESIDE STREAM DEVICE AT_CALL DEDUP PEERS  wait
  *   uva              x      x     x      x      x      x      x     -   none
- *   host_gather      x      -     -      -      -      x      -     -   the pool's copies (the join)
+ *   host_gather      x      x     -      -      -      x      -     -   the pool's copies (the join)
  *   launcher         x      -     -      x      -      -      -     x   the launcher's wait kernel
  *   remote           -      -     -      -      -      -      -     -   none (rows land at a test)
  *
@@ -94,7 +94,7 @@ enum {
 #define ENGRAM_GPU_UVA_CAPS                                                                                     \
     (ENGRAM_GPU_CAP_CAPTURE | ENGRAM_GPU_CAP_NODES | ENGRAM_GPU_CAP_BESIDE_LAUNCHER | ENGRAM_GPU_CAP_STREAM_ORDER | \
      ENGRAM_GPU_CAP_DEVICE_SHARDS | ENGRAM_GPU_CAP_ORDER_AT_CALL | ENGRAM_GPU_CAP_DEDUP)
-#define ENGRAM_GPU_HOST_GATHER_CAPS (ENGRAM_GPU_CAP_CAPTURE | ENGRAM_GPU_CAP_ORDER_AT_CALL)
+#define ENGRAM_GPU_HOST_GATHER_CAPS (ENGRAM_GPU_CAP_CAPTURE | ENGRAM_GPU_CAP_NODES | ENGRAM_GPU_CAP_ORDER_AT_CALL)
 #define ENGRAM_GPU_LAUNCHER_CAPS (ENGRAM_GPU_CAP_CAPTURE | ENGRAM_GPU_CAP_STREAM_ORDER | ENGRAM_GPU_CAP_NODE_PEERS)
 #define ENGRAM_GPU_REMOTE_CAPS 0u
 

@@ -324,15 +324,18 @@ static engram_status_t fetch_test_here(engram_fetch_slot_t *f)
     engram_table_t *t = f->table;
     engram_gpu_table_t *g = t->gpu;
     int slot = (int)(f - t->slots);
+    /* the waits first: what a path's progress queues (remote's scatter of
+     * other nodes' rows) then follows every path's work on the slot (the
+     * local path's copies) */
+    engram_status_t st = fetch_order_here(f);
+    if (st != ENGRAM_OK)
+        return st;
     for (int p = 0; p < ENGRAM_GPU_NUM_PATHS; p++) {
         const engram_gpu_path_t *path = &g->path[p];
         if (path->ops != NULL && path->ops->progress != NULL &&
             path->ops->progress(path->state, g, f, slot) == ENGRAM_INPROGRESS)
             return ENGRAM_INPROGRESS;
     }
-    engram_status_t st = fetch_order_here(f);
-    if (st != ENGRAM_OK)
-        return st;
     /* A fetch's first test does not ask CUDA for a kernel fault (an event
      * query, which costs a good part of a kernel launch): a stream-ordered caller
      * tests each fetch once, right after issuing it. Every later test asks,

@@ -119,6 +119,7 @@ typedef struct engram_gather_source {
     uint64_t peer_stride;   /* span bytes per routed peer: rank_stride (direct), 0 (hybrid) */
     uint32_t first_peer;
     uint32_t local_peers;   /* rows of other routed peers are not this path's (another one fills them) */
+    bool other_peers;       /* there are such rows: the pool stages none of them, only their scales */
     uint32_t row_bytes;
     const uint32_t *scales; /* host, replicated [total_entries][packs]; NULL when packs == 0 */
     uint32_t packs;

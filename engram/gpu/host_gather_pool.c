@@ -61,8 +61,11 @@ static void gather_row(engram_gather_job_t *j, uint32_t row, uint64_t at, uint64
     char *dst = j->buf.staging + at * s->row_bytes;
     bool ok;
     const char *src = engram_gather_source_row(s, idx, &ok);
-    if (ok && src == NULL)
-        return; /* another node's row: its transport fills it */
+    if (ok && src == NULL) { /* another node's row: its transport fills it, the scales are replicated */
+        if (s->packs > 0)
+            put_scales(j, row, idx, true);
+        return;
+    }
     if (ok)
         memcpy(dst, src, s->row_bytes);
     else
@@ -71,6 +74,13 @@ static void gather_row(engram_gather_job_t *j, uint32_t row, uint64_t at, uint64
         *first_bad = row;
     if (s->packs > 0)
         put_scales(j, row, idx, ok);
+}
+
+/* Whether row `row` is another path's (a row of another node). */
+static bool other_peers_row(const engram_gather_job_t *j, uint32_t row)
+{
+    bool in_table;
+    return engram_gather_source_row(&j->src, j->buf.indices[row], &in_table) == NULL && in_table;
 }
 
 static void prefetch_row(const engram_gather_job_t *j, uint32_t row)
@@ -152,6 +162,9 @@ static void run_task(engram_gather_job_t *j, uint32_t task, uint64_t *hits)
         if (j->cache_dev != NULL && __atomic_load_n(&j->buf.hit_mask[r / 32], __ATOMIC_RELAXED) >> (r % 32) & 1u) {
             ++*hits;
             if (j->src.packs > 0)
+                put_scales(j, r, j->buf.indices[r], true);
+        } else if (j->src.other_peers && other_peers_row(j, r)) {
+            if (j->src.packs > 0) /* its row comes by the other path; its scales are replicated */
                 put_scales(j, r, j->buf.indices[r], true);
         } else {
             rows[m++] = r;

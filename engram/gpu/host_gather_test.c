@@ -58,31 +58,48 @@ static void test_shapes(void)
 }
 
 /* Rows of routed peers outside [first_peer, first_peer + local_peers) are
- * left to another path: their staging rows are not written. */
+ * left to another path: their staging rows are not written, their scales
+ * (replicated) are; told (other_peers) the pool does not stage them, and
+ * with a cache it places none of them. */
 static void test_other_nodes_left(void)
 {
-    table_t t;
-    table_make(&t, (shape_t){4, 1, 64, 32, 0, 2, 2, 0, 4096});
-    t.src.span = t.span + 2 * t.rank_stride; /* ranks 2 and 3 are this node's */
-    engram_gather_pool_t *pool;
-    CHECK_OK(engram_gather_pool_create(2, -1, &pool));
-    fake_stream_t st;
-    stream_start(&st);
-    slot_t s;
-    slot_make(&s, pool, &t, 4, 2);
-    memset(s.buf.staging, 0xab, 8 * 32);
-    int64_t idx[8] = {0, 130, 63, 255, 64, 200, 127, 128};
-    CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 4, 2, false, NULL, s.rows, NULL));
-    join_sync(&s, &st);
-    for (int r = 0; r < 8; r++) {
-        bool mine = idx[r] >= 128;
-        for (uint32_t b = 0; b < 32; b++)
-            CHECK((unsigned char)s.rows[r * 32 + b] == (mine ? byte_of((uint64_t)idx[r], b) : 0xab));
+    for (int v = 0; v < 3; v++) {
+        const bool told = v > 0, cached = v == 2;
+        table_t t;
+        table_make(&t, (shape_t){4, 1, 64, 32, 1, 2, 2, 0, 4096});
+        t.src.span = t.span + 2 * t.rank_stride; /* ranks 2 and 3 are this node's */
+        t.src.other_peers = told;
+        engram_gather_pool_t *pool;
+        CHECK_OK(engram_gather_pool_create(2, -1, &pool));
+        fake_stream_t st;
+        stream_start(&st);
+        slot_t s;
+        slot_make(&s, pool, &t, 4, 2);
+        cache_t cache; /* the odd rows (of every node: the fake's hits op serves any) */
+        if (cached)
+            cache_make(&cache, &t, 2);
+        memset(s.buf.staging, 0xab, 8 * 32);
+        memset(s.rows, 0xab, 8 * 32);
+        int64_t idx[8] = {0, 130, 63, 255, 64, 201, 127, 128};
+        const uint64_t placed = s.copy.placed;
+        CHECK_OK(engram_gather_job_queue(s.job, &fake_ops, &st, idx, 4, 2, false, cached ? &cache.dev : NULL, s.rows,
+                                         s.scales_out));
+        join_sync(&s, &st);
+        for (int r = 0; r < 8; r++) {
+            bool filled = idx[r] >= 128 || (cached && idx[r] % 2 == 1);
+            for (uint32_t b = 0; b < 32; b++)
+                CHECK((unsigned char)s.rows[r * 32 + b] == (filled ? byte_of((uint64_t)idx[r], b) : 0xab));
+            CHECK(s.scales_out[r] == scale_of((uint64_t)idx[r], 0));
+        }
+        if (cached) /* this node's misses only: 130, 128 (255 and 201 hit) */
+            CHECK(s.copy.placed - placed == 2);
+        stream_stop(&st);
+        slot_free(&s);
+        if (cached)
+            cache_free(&cache);
+        engram_gather_pool_destroy(pool);
+        table_free(&t);
     }
-    stream_stop(&st);
-    slot_free(&s);
-    engram_gather_pool_destroy(pool);
-    table_free(&t);
 }
 
 /* Several slots in flight on one stream and on two; a slot still running
