@@ -418,6 +418,10 @@ extern "C" int engram_gpu_gather_launch(const engram_gpu_gather_args_t *a, int b
         cfg.stream = s;
         cfg.attrs = attrs;
         cfg.numAttrs = blocks % 2 == 0 ? 2 : 1;
+        if (a->unchained) { // the cluster attribute alone, where there is one
+            attrs[0] = attrs[1];
+            cfg.numAttrs = blocks % 2 == 0 ? 1 : 0;
+        }
         return cudaLaunchKernelEx(&cfg, engram_fetch_impl<V>, *a, engram_route_log2(vpr));
     });
 }

@@ -54,6 +54,10 @@ typedef struct engram_gpu_gather_args {
      * (gather.cu). 0 under graph capture, where memory a graph allocates
      * may not be mapped before its allocation runs. */
     uint32_t speculate;
+    /* Nonzero: launched without programmatic dependent launch (under graph
+     * capture: a captured kernel launched early may read the indices before
+     * the work that writes them at each replay has landed). */
+    uint32_t unchained;
     /* The hot-row cache (hot.log2 0: none): rows it holds are read from
      * hot_rows (device, [slot][row_bytes]) instead of the span. */
     engram_hot_hash_t hot;

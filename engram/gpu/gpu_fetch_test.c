@@ -530,7 +530,7 @@ static void check_capture_refused(harness_t *h, cudaStream_t s)
 {
     int64_t *d_idx;
     CUDA_CHECK(cudaMalloc((void **)&d_idx, EPT * sizeof(int64_t)));
-    CUDA_CHECK(cudaMemset(d_idx, 0, EPT * sizeof(int64_t)));
+    CUDA_CHECK(cudaMemsetAsync(d_idx, 0, EPT * sizeof(int64_t), s)); /* in the fetches' stream order */
     cudaGraph_t graph;
     engram_fetch_t *f = NULL;
     CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
@@ -605,7 +605,7 @@ static void check_graph_replays(harness_t *h, cudaStream_t s, bool col, bool wit
     const uint32_t *d_sf[2];
     for (int g = 0; g < 2; g++) {
         CUDA_CHECK(cudaMalloc((void **)&d_idx[g], (size_t)tokens[g] * EPT * sizeof(int64_t)));
-        CUDA_CHECK(cudaMemset(d_idx[g], 0, (size_t)tokens[g] * EPT * sizeof(int64_t)));
+        CUDA_CHECK(cudaMemsetAsync(d_idx[g], 0, (size_t)tokens[g] * EPT * sizeof(int64_t), s));
         CUDA_CHECK(cudaStreamSynchronize(s));
         cudaGraph_t graph;
         CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
@@ -696,7 +696,7 @@ static void check_captured(harness_t *h, cudaStream_t s)
 {
     int64_t *d_idx;
     CUDA_CHECK(cudaMalloc((void **)&d_idx, EPT * sizeof(int64_t)));
-    CUDA_CHECK(cudaMemset(d_idx, 0, EPT * sizeof(int64_t)));
+    CUDA_CHECK(cudaMemsetAsync(d_idx, 0, EPT * sizeof(int64_t), s)); /* in the fetches' stream order */
     int before = -1, after = -1, captured = 7;
     CUDA_CHECK(cudaGetDevice(&before));
     engram_fetch_t *f;

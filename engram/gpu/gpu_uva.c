@@ -246,6 +246,7 @@ static engram_status_t uva_issue(void *state, engram_gpu_table_t *g, const engra
     a.col_major = (f->flags & ENGRAM_FETCH_SCALES_COL_MAJOR) != 0;
     a.bad = engram_gpu_report(g, g->slot_report[fx->slot]);
     a.speculate = !fx->captured;
+    a.unchained = fx->captured;
     a.hot = g->hot != NULL ? g->hot->dev : (engram_hot_hash_t){0};
     a.hot_rows = g->hot != NULL ? g->hot->rows_dev : NULL;
     cudaError_t ce = (cudaError_t)engram_gpu_dedup_before(g->dedup, g->blocks, fx->slot, &a, fx->stream);
