@@ -1,9 +1,8 @@
 /* gpu_path: the one rule for which local path a GPU table's rows take
  * (engram_gpu_path_report, and table create through engram_gpu_path_pick):
  * host_gather where its capabilities (fetch_path.h) meet what the table
- * asks, and gpu_path asks it or, on auto, it delivers more than uva on
- * this host as the probe measured (gpu_reach.h; the decision is
- * path_choice.c's). */
+ * asks, and gpu_path asks it or the GPU's reach into host memory is
+ * smaller than the node's rows. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,39 +40,48 @@ static engram_status_t refuse_host_gather(const engram_context_t *ctx, const cha
     return engram_gpu_path_require(&host_gather, 1, cap, call, asked, NULL);
 }
 
-/* host_gather's settings as a table of ctx on `device` takes them: its
- * shard's NUMA node (numa_node, else the GPU's), pages, pool and chunks. */
-static engram_gpu_probe_want_t probe_want(const engram_context_t *ctx, int device, uint64_t node_bytes)
-{
-    int node = -1;
-    if (ctx->cfg.numa_node >= 0)
-        node = (int)ctx->cfg.numa_node;
-    else if (cudaDeviceGetAttribute(&node, cudaDevAttrHostNumaId, device) != cudaSuccess || node < 0)
-        node = -1;
-    return (engram_gpu_probe_want_t){.bytes = node_bytes, .numa_node = node, .huge = ctx->cfg.huge_pages,
-                                     .gather_threads = (int)ctx->cfg.gather_threads,
-                                     .local_ranks = engram_group_local_size(ctx->group),
-                                     .chunk_bytes = (uint64_t)ctx->cfg.gather_chunk_kib * 1024};
-}
-
 engram_status_t engram_gpu_path_pick(const engram_context_t *ctx, const char *call, int device, uint64_t node_bytes,
                                      engram_gpu_path_report_t *r, bool *uva_only)
 {
-    const engram_gpu_path_ask_t ask = {
-        .gpu_path = (int)ctx->cfg.gpu_path,
-        .lacks = engram_gpu_path_lacks(&engram_gpu_host_gather_path, table_needs(ctx)),
-        .node_bytes = node_bytes,
-    };
-    *uva_only = ask.gpu_path == ENGRAM_GPU_PATH_UVA || ask.lacks != 0;
-    engram_gpu_probe_t probe;
-    if (engram_gpu_path_needs_probe(&ask)) {
-        const engram_gpu_probe_want_t want = probe_want(ctx, device, node_bytes);
-        engram_status_t st = engram_gpu_reach_measure(device, &want, &probe);
-        if (st != ENGRAM_OK)
-            return st;
+    const int path = (int)ctx->cfg.gpu_path;
+    memset((char *)r + sizeof(r->size), 0, sizeof(*r) - sizeof(r->size));
+    r->path = engram_gpu_uva_path.name;
+    *uva_only = true;
+    if (path == ENGRAM_GPU_PATH_UVA) {
+        r->reason = "gpu_path=uva";
+        return ENGRAM_OK;
     }
-    if (engram_gpu_path_decide(&ask, engram_gpu_path_needs_probe(&ask) ? &probe : NULL, r) == ENGRAM_GPU_PICK_REFUSED)
-        return refuse_host_gather(ctx, call, ask.lacks);
+    const unsigned lacks = engram_gpu_path_lacks(&engram_gpu_host_gather_path, table_needs(ctx));
+    if (lacks != 0 && path == ENGRAM_GPU_PATH_HOST_GATHER)
+        return refuse_host_gather(ctx, call, lacks);
+    *uva_only = lacks != 0;
+    if (lacks != 0) {
+        r->reason = engram_gpu_cap_reason(lacks);
+        return ENGRAM_OK;
+    }
+    if (path == ENGRAM_GPU_PATH_HOST_GATHER) {
+        r->path = engram_gpu_host_gather_path.name;
+        r->reason = "gpu_path=host_gather";
+        return ENGRAM_OK;
+    }
+    if (node_bytes <= ENGRAM_GPU_REACH_MIN_BYTES) {
+        r->reason = "gpu_path=auto: the node's rows fit the first probe window (64 MiB)";
+        return ENGRAM_OK;
+    }
+    engram_gpu_reach_t reach;
+    engram_status_t st = engram_gpu_reach_measure(device, node_bytes, &reach);
+    if (st != ENGRAM_OK)
+        return st;
+    r->reach_bytes = reach.reach_bytes;
+    r->probed_bytes = reach.probed_bytes;
+    r->share_past = reach.share_past;
+    r->gbps_first = reach.gbps_first;
+    if (node_bytes > reach.reach_bytes) {
+        r->path = engram_gpu_host_gather_path.name;
+        r->reason = "gpu_path=auto: the node's rows pass the GPU's measured reach into host memory";
+    } else {
+        r->reason = "gpu_path=auto: the node's rows are within the GPU's measured reach into host memory";
+    }
     return ENGRAM_OK;
 }
 

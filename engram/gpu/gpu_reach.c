@@ -1,18 +1,14 @@
-/* gpu_path = auto: the probe, uva's side and the cache (design in
- * gpu_reach.h; host_gather's side in gpu_reach_gather.c). */
+/* gpu_path = auto: the reach probe (design in gpu_reach.h). */
 #include "engram/gpu/gpu_reach.h"
 #include "engram/gpu/gpu_sync.h"
 
 #include <cuda_runtime_api.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "engram/gpu/copy_in.h"
 #include "engram/gpu/gather.h"
 #include "engram/gpu/gpu_sms.h"
-#include "engram/plugin/deadline.h"
 #include "hal/log.h"
 
 enum {
@@ -22,9 +18,8 @@ enum {
 };
 
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
-static engram_gpu_probe_t cache[MAX_DEVICES];
-static uint64_t cache_limit[MAX_DEVICES];             /* the size each entry was probed up to; 0: none */
-static engram_gpu_probe_want_t cache_want[MAX_DEVICES]; /* host_gather's settings it was probed with */
+static engram_gpu_reach_t cache[MAX_DEVICES];
+static uint64_t cache_limit[MAX_DEVICES]; /* the size each entry was probed up to */
 
 typedef struct probe {
     char *host;           /* pinned, mapped: the windows */
@@ -112,113 +107,63 @@ static void probe_close(probe_t *p)
     cudaFreeHost(p->host);
 }
 
-/* uva's rate in windows 64 MiB, 256 MiB, 512 MiB, 1 GiB, ... up to `limit`
- * (the last window), into p->window[]. */
-static cudaError_t measure_uva(int device, uint64_t limit, engram_gpu_probe_t *p)
+static cudaError_t measure(int device, uint64_t limit, engram_gpu_reach_t *r)
 {
-    probe_t pr = {0};
+    probe_t p = {0};
     int64_t *host_idx = malloc(PROBE_ROWS * sizeof(int64_t));
     if (host_idx == NULL)
         return cudaErrorMemoryAllocation;
-    cudaError_t ce = probe_open(&pr, device, limit);
-    for (uint64_t w = ENGRAM_GPU_REACH_MIN_BYTES; ce == cudaSuccess && p->windows < ENGRAM_GPU_PATH_WINDOWS_MAX;
+    cudaError_t ce = probe_open(&p, device, limit);
+    *r = (engram_gpu_reach_t){0};
+    double first = 0;
+    for (uint64_t w = ENGRAM_GPU_REACH_MIN_BYTES; ce == cudaSuccess;
          w = w == ENGRAM_GPU_REACH_MIN_BYTES ? w * 4 : w * 2) {
         if (w > limit)
             w = limit; /* the last window is the size asked for */
         double gbps = 0;
-        ce = window_rate(&pr, w, host_idx, &gbps);
+        ce = window_rate(&p, w, host_idx, &gbps);
         if (ce != cudaSuccess)
             break;
-        p->window[p->windows++] = (engram_gpu_path_window_t){.bytes = w, .uva_gbps = gbps};
+        r->probed_bytes = w;
+        if (first == 0) {
+            first = r->gbps_first = gbps;
+        } else if (gbps < ENGRAM_GPU_REACH_SHARE * first) {
+            r->share_past = first > 0 ? gbps / first : 0;
+            break;
+        }
+        r->reach_bytes = w;
         if (w == limit)
             break;
     }
-    probe_close(&pr);
+    probe_close(&p);
     free(host_idx);
     return ce;
 }
 
-/* The probe's info line: every window's rates, the reach, the time. */
-static void log_probe(int device, const engram_gpu_probe_t *p)
-{
-    char line[1024];
-    int n = snprintf(line, sizeof(line), "gpu_path=auto: device %d probed in %.0f ms (host_gather: ", device,
-                     p->probe_ms);
-    if (p->gather_threads > 0)
-        n += snprintf(line + n, sizeof(line) - (size_t)n, "%d pool threads); GB/s of random 256-B rows, uva / "
-                      "host_gather / host-to-device copy:", p->gather_threads);
-    else
-        n += snprintf(line + n, sizeof(line) - (size_t)n, "not measured); GB/s of random 256-B rows, uva:");
-    for (int i = 0; i < p->windows && n < (int)sizeof(line); i++) {
-        const engram_gpu_path_window_t *w = &p->window[i];
-        if (p->gather_threads > 0)
-            n += snprintf(line + n, sizeof(line) - (size_t)n, " %llu MiB %.1f / %.1f / %.1f;",
-                          (unsigned long long)(w->bytes >> 20), w->uva_gbps, w->host_gather_gbps, w->h2d_gbps);
-        else
-            n += snprintf(line + n, sizeof(line) - (size_t)n, " %llu MiB %.1f;", (unsigned long long)(w->bytes >> 20),
-                          w->uva_gbps);
-    }
-    uint64_t past = p->probed_bytes; /* the first window that did not hold, if one did not */
-    for (int i = p->windows - 1; i >= 0 && p->window[i].bytes > p->reach_bytes; i--)
-        past = p->window[i].bytes;
-    const bool fell = p->reach_bytes < p->probed_bytes;
-    ENGRAM_INFO("%s uva's reach into host memory %llu MiB (%s %llu MiB: %.2f of the first window's rate)", line,
-                (unsigned long long)(p->reach_bytes >> 20), fell ? "fell off at" : "held up to",
-                (unsigned long long)(past >> 20), fell ? p->share_past : 1.0);
-}
-
-/* Both paths' rates up to `limit`: uva's (an error where they cannot be
- * had), then host_gather's (a failure logged, its rates left 0). */
-static cudaError_t measure(int device, const engram_gpu_probe_want_t *want, uint64_t limit, engram_gpu_probe_t *p)
-{
-    const uint64_t t0 = engram_now_ns();
-    *p = (engram_gpu_probe_t){0};
-    cudaError_t ce = measure_uva(device, limit, p);
-    if (ce != cudaSuccess)
-        return ce;
-    if (engram_gpu_probe_gather(want, limit, p) != ENGRAM_OK) {
-        ENGRAM_WARN("gpu_path=auto: host_gather's probe failed (%s); the GPU's reach into host memory alone decides",
-                    engram_last_error());
-        for (int i = 0; i < p->windows; i++)
-            p->window[i].host_gather_gbps = p->window[i].h2d_gbps = 0;
-        p->gather_threads = 0;
-    }
-    engram_gpu_probe_reach(p);
-    p->probe_ms = (double)(engram_now_ns() - t0) / 1e6;
-    return cudaSuccess;
-}
-
-static bool same_want(const engram_gpu_probe_want_t *a, const engram_gpu_probe_want_t *b)
-{
-    return a->gather_threads == b->gather_threads && a->local_ranks == b->local_ranks &&
-           a->numa_node == b->numa_node && a->huge == b->huge && a->chunk_bytes == b->chunk_bytes;
-}
-
-engram_status_t engram_gpu_reach_measure(int device, const engram_gpu_probe_want_t *want, engram_gpu_probe_t *out)
+engram_status_t engram_gpu_reach_measure(int device, uint64_t want_bytes, engram_gpu_reach_t *out)
 {
     if (device < 0 || device >= MAX_DEVICES)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "gpu_path=auto: device %d outside 0..%d", device, MAX_DEVICES - 1);
-    uint64_t limit = want->bytes < ENGRAM_GPU_REACH_MAX_BYTES ? want->bytes : ENGRAM_GPU_REACH_MAX_BYTES;
+    uint64_t limit = want_bytes < ENGRAM_GPU_REACH_MAX_BYTES ? want_bytes : ENGRAM_GPU_REACH_MAX_BYTES;
     if (limit < ENGRAM_GPU_REACH_MIN_BYTES)
         limit = ENGRAM_GPU_REACH_MIN_BYTES;
     pthread_mutex_lock(&cache_mu);
-    engram_gpu_probe_t *c = &cache[device];
-    /* past a window uva did not hold, larger windows are compared at the
-     * largest one probed (path_choice.h): no need to probe them */
-    const bool known = cache_limit[device] > 0 && same_want(&cache_want[device], want) &&
-                       (cache_limit[device] >= limit || c->reach_bytes < c->probed_bytes);
-    cudaError_t ce = known ? cudaSuccess : measure(device, want, limit, c);
-    engram_gpu_probe_t r = *c;
-    if (!known) {
-        cache_limit[device] = ce == cudaSuccess ? limit : 0;
-        cache_want[device] = *want;
-    }
+    engram_gpu_reach_t *c = &cache[device];
+    /* a window that did not hold ends the probe: larger ones cannot */
+    bool known = cache_limit[device] >= limit || (cache_limit[device] > 0 && c->share_past > 0);
+    cudaError_t ce = known ? cudaSuccess : measure(device, limit, c);
+    engram_gpu_reach_t r = *c;
+    cache_limit[device] = ce == cudaSuccess ? (known ? cache_limit[device] : limit) : 0;
     pthread_mutex_unlock(&cache_mu);
     if (ce != cudaSuccess)
         return ENGRAM_ERROR(ENGRAM_ERR_UNSUPPORTED, "gpu_path=auto: probing the GPU's reach into host memory: %s",
                             cudaGetErrorString(ce));
     if (!known)
-        log_probe(device, &r);
+        ENGRAM_INFO("gpu_path=auto: device %d reads random 256-B host rows at %.1f GB/s within 64 MiB; its reach "
+                    "into host memory is %llu MiB (%s %llu MiB: %.2f of that rate)",
+                    device, r.gbps_first, (unsigned long long)(r.reach_bytes >> 20),
+                    r.share_past > 0 ? "fell off at" : "held up to", (unsigned long long)(r.probed_bytes >> 20),
+                    r.share_past > 0 ? r.share_past : 1.0);
     *out = r;
     return ENGRAM_OK;
 }

@@ -7,7 +7,6 @@
 
 #include "engram/gpu/gpu_dedup.h"
 #include "engram/gpu/gpu_path.h"
-#include "engram/gpu/path_choice.h"
 #include "engram/gpu/gpu_state.h"
 #include "engram/gpu/gpu_table.h"
 #include "engram/gpu/hot_cache.h"
@@ -121,9 +120,12 @@ static engram_status_t local_path(const engram_table_t *t, const engram_gpu_tabl
     if (st != ENGRAM_OK)
         return st;
     *host = strcmp(r.path, engram_gpu_host_gather_path.name) == 0;
-    char why[512];
-    engram_gpu_path_explain(&r, node_bytes, why, sizeof(why));
-    ENGRAM_INFO("GPU table: %s", why);
+    if (r.probed_bytes > 0)
+        ENGRAM_INFO("GPU table: %s for %.2f GiB of rows per node (%s: %llu MiB)", r.path,
+                    (double)node_bytes / (1u << 30), r.reason, (unsigned long long)(r.reach_bytes >> 20));
+    else
+        ENGRAM_INFO("GPU table: %s for %.2f GiB of rows per node (%s)", r.path, (double)node_bytes / (1u << 30),
+                    r.reason);
     return ENGRAM_OK;
 }
 

@@ -350,38 +350,13 @@ ENGRAM_API engram_status_t engram_table_stats(const engram_table_t *table, engra
 
 /* How a recv=CUDA table whose rows on this node (every local rank's shard)
  * take node_table_bytes would get its rows on this rank's current GPU, by
- * the rule table create applies: gpu_path=uva or host_gather as set; auto
- * takes uva wherever host_gather cannot run (gpu_table=device, a fetch
- * launcher, several nodes) and for rows within the first probe window
- * (64 MiB; not probed), and otherwise the path that delivers more on this
- * host: it probes both once per device and process (more if a larger
- * table asks) in windows of 64 MiB, 256 MiB, 512 MiB, 1 GiB, ... up to
- * min(node_table_bytes, 2 GiB) -- random 256-byte rows read by uva's
- * gather kernel on every SM from pinned host memory, the same by
- * host_gather's pool (this context's gather_threads, gather_chunk_kib,
- * huge_pages and NUMA node, two fetches in flight) and copy engine from a
- * host segment, and a pinned host-to-device copy as the reference -- and
- * takes uva where its rate in the smallest window that holds the table is
- * at least host_gather's times 1 + ENGRAM_GPU_AUTO_MARGIN (host_gather
- * holds no SM), host_gather otherwise. Past the largest window probed it
- * compares that window's rates where uva had fallen there below
- * ENGRAM_GPU_REACH_SHARE of its 64 MiB rate (past its reach into host
- * memory), and takes host_gather where uva still held (its rate beyond is
- * not measured). Where host_gather's probe failed (logged), the reach
- * alone decides: uva within it, host_gather past it. The probe holds a
- * buffer of min(node_table_bytes, 2 GiB) (at least 64 MiB) of pinned
- * memory, then one of host memory, and beside them about 33 MiB of pinned
- * and as much GPU memory; its time (logged at info, probe_ms below) is
- * mostly their allocation and first touch.
- * Local. Set size = sizeof(*out) first. */
-#define ENGRAM_GPU_PATH_WINDOWS_MAX 8
-typedef struct engram_gpu_path_window {
-    uint64_t bytes;          /* the window: rows drawn from its first bytes */
-    double uva_gbps;         /* GB/s of row bytes into GPU memory; 0 when not measured */
-    double host_gather_gbps; /* the same for host_gather; 0 when not measured */
-    double h2d_gbps;         /* a contiguous pinned host-to-device copy; 0 when not measured */
-} engram_gpu_path_window_t;
-
+ * the rule table create applies: gpu_path=uva or host_gather as set;
+ * auto takes uva within the GPU's measured reach into host memory (random
+ * rows of pinned host memory read at most ENGRAM_GPU_REACH_SHARE of the
+ * rate of the first, 64 MiB window beyond it), host_gather past it, and uva
+ * wherever host_gather cannot run (gpu_table=device, a fetch launcher,
+ * several nodes). The reach is probed with up to 2 GiB of pinned memory
+ * once per device and process. Local. Set size = sizeof(*out) first. */
 typedef struct engram_gpu_path_report {
     size_t size;
     const char *path;          /* "uva" or "host_gather" */
@@ -390,18 +365,8 @@ typedef struct engram_gpu_path_report {
     uint64_t probed_bytes;     /* the largest window probed; 0 when nothing was */
     double share_past;         /* the first window past the reach: its rate over the first window's; 0 if none */
     double gbps_first;         /* row bytes per second in the first window, GB/s; 0 when nothing was probed */
-    /* gpu_path=auto's comparison for this size (0 where not measured or not compared) */
-    uint64_t window_bytes;     /* the window whose rates were compared */
-    double uva_gbps;           /* uva's rate compared */
-    double host_gather_gbps;   /* host_gather's rate compared */
-    double h2d_gbps;           /* that window's host-to-device reference */
-    int gather_threads;        /* the probe's pool; 0 when not probed or host_gather's probe failed */
-    double probe_ms;           /* the probe's wall time when it ran; 0 when not probed */
-    int windows;               /* windows probed, ascending in window[] */
-    engram_gpu_path_window_t window[ENGRAM_GPU_PATH_WINDOWS_MAX];
 } engram_gpu_path_report_t;
 #define ENGRAM_GPU_REACH_SHARE 0.75
-#define ENGRAM_GPU_AUTO_MARGIN 0.03
 
 ENGRAM_API engram_status_t engram_gpu_path_report(const engram_context_t *ctx, uint64_t node_table_bytes,
                                                   engram_gpu_path_report_t *out);

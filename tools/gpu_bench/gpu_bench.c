@@ -6,10 +6,7 @@
  * caller's (--table-gib: production tables are tens of GiB per node). The
  * table is loaded a chunk at a time (engram_write_rows), timed beside a
  * plain memcpy of the same chunks. Prints a table and, with a path
- * argument, appends one JSON object per line there. With uva, host_gather
- * and auto all run, an "auto check" per shape: what auto's choice delivered
- * over the better of the other two (each rate over its own run's copy).
- * Needs a GPU.
+ * argument, appends one JSON object per line there. Needs a GPU.
  * With --peer (needs 2 GPUs): 2 ranks as one node, one per GPU, tables in
  * GPU memory (gpu_table=device); rank 0 fetches only rows owned by rank 1,
  * read over NVLink, beside cudaMemcpyPeerAsync of the same bytes from GPU 1
@@ -45,21 +42,7 @@ typedef struct bench_opts {
     double cache_pct; /* --cache-pct: the hot-row cache, % of the table's rows (0: none) */
     int sms[8];
     int nsms;
-    bool sms_given; /* --sms given: auto tables take its first value too */
 } bench_opts_t;
-
-/* One timed line, kept for the auto check (rank 0). */
-typedef struct bench_result {
-    const char *gpu_path; /* as asked */
-    char path[16];        /* as taken */
-    int sms;
-    uint32_t tokens;
-    double gbps, copy_gbps;
-} bench_result_t;
-
-#define MAX_RESULTS 64
-static bench_result_t results[MAX_RESULTS];
-static int nresults;
 
 
 typedef struct shape {
@@ -402,12 +385,6 @@ static void run_table(engram_group_t *g, const target_t *tg, const char *path, i
             printf("  cache hits %.1f%%", 100 * hit_share);
         printf("\n");
         fflush(stdout);
-        if (nresults < MAX_RESULTS) {
-            bench_result_t *res = &results[nresults++];
-            *res = (bench_result_t){.gpu_path = path, .sms = used, .tokens = sh->tokens, .gbps = gbps,
-                                    .copy_gbps = copy_gbps};
-            snprintf(res->path, sizeof(res->path), "%s", st.path);
-        }
         if (json)
             fprintf(json,
                     "{\"bench\":\"gpu_fetch\",\"table_gib\":%.3f,\"path\":\"%s\",\"gpu_path\":\"%s\","
@@ -446,41 +423,6 @@ typedef struct run_args {
     FILE *json;
 } run_args_t;
 
-/* With uva, host_gather and auto run: per shape, what auto's choice
- * delivered against the better of the other two (uva at its best SM
- * budget), each fetch rate over its own run's host-to-device copy. */
-static void auto_check(const workload_t *wl, FILE *json)
-{
-    for (int i = 0; i < wl->nshapes; i++) {
-        const bench_result_t *a = NULL, *u = NULL, *h = NULL;
-        for (int k = 0; k < nresults; k++) {
-            const bench_result_t *res = &results[k];
-            if (res->tokens != wl->shapes[i].tokens)
-                continue;
-            if (strcmp(res->gpu_path, "auto") == 0)
-                a = res;
-            else if (strcmp(res->gpu_path, "host_gather") == 0)
-                h = res;
-            else if (u == NULL || res->gbps / res->copy_gbps > u->gbps / u->copy_gbps)
-                u = res;
-        }
-        if (a == NULL || u == NULL || h == NULL)
-            return;
-        const double ra = a->gbps / a->copy_gbps, ru = u->gbps / u->copy_gbps, rh = h->gbps / h->copy_gbps;
-        const double best = ru > rh ? ru : rh;
-        printf("auto check %6u tok x %u: auto took %s, %.3f of H2D; uva (sms %d) %.3f, host_gather %.3f: auto "
-               "delivers %.3f of the better path\n",
-               wl->shapes[i].tokens, wl->ept, a->path, ra, u->sms, ru, rh, ra / best);
-        if (json)
-            fprintf(json,
-                    "{\"bench\":\"gpu_auto_check\",\"table_gib\":%.3f,\"tokens\":%u,\"entries_per_token\":%u,"
-                    "\"auto_path\":\"%s\",\"auto_ratio\":%.4f,\"uva_ratio\":%.4f,\"uva_sms\":%d,"
-                    "\"host_gather_ratio\":%.4f,\"auto_of_best\":%.4f}\n",
-                    (double)wl->opts->epr * ROW_BYTES / (1u << 30), wl->shapes[i].tokens, wl->ept, a->path, ra, ru,
-                    u->sms, rh, ra / best);
-    }
-}
-
 static int run_all(engram_group_t *g, void *arg)
 {
     const run_args_t *a = arg;
@@ -494,12 +436,9 @@ static int run_all(engram_group_t *g, void *arg)
     /* one table at a time: a production table fits in host memory once */
     for (int p = 0; p < o->npaths; p++) {
         bool sweep = strcmp(o->paths[p], "uva") == 0;
-        int sms = strcmp(o->paths[p], "auto") == 0 && o->sms_given ? o->sms[0] : -1;
         for (int k = 0; k < (sweep ? o->nsms : 1); k++)
-            run_table(g, a->tg, o->paths[p], sweep ? o->sms[k] : sms, a->wl, a->json);
+            run_table(g, a->tg, o->paths[p], sweep ? o->sms[k] : -1, a->wl, a->json);
     }
-    if (engram_group_rank(g) == 0)
-        auto_check(a->wl, a->json);
     if (a->json)
         fflush(a->json);
     return 0;
@@ -512,10 +451,8 @@ static _Noreturn void usage(int rc)
             "                        [--tokens T,..] [--ept E] [--packs N] [--dist uniform|zipf] [--cache-pct P]\n"
             "                        [json_path]\n"
             "  --table-gib G   rows per rank in GiB of 256-byte rows (default 0.25)\n"
-            "  --paths P,..    gpu_path values to run, each a table: uva, host_gather, auto (default uva); with\n"
-            "                  all three, an \"auto check\" line per shape: auto's rate over the better path's\n"
-            "  --sms N,..      gpu_sms values for uva (default 8,16,32,64,0; 0 = every SM); given, auto's table\n"
-            "                  takes the first (else gpu_sms=auto)\n"
+            "  --paths P,..    gpu_path values to run, each a table: uva, host_gather, auto (default uva)\n"
+            "  --sms N,..      gpu_sms values for uva (default 8,16,32,64,0; 0 = every SM)\n"
             "  --tokens T,..   tokens per fetch (default 512,8192)\n"
             "  --ept E         rows per token (default 24; DeepSeek-V4.1: 48)\n"
             "  --packs N       scale packs per row (default 0; 1 for FP8 rows with their scales)\n"
@@ -574,7 +511,6 @@ int main(int argc, char **argv)
                 usage(2);
         } else if (strcmp(a, "--sms") == 0 && v) {
             o.nsms = parse_ints(argv[++i], 0, 4096, o.sms, 8);
-            o.sms_given = true;
         } else if (strcmp(a, "--tokens") == 0 && v) {
             ntokens = parse_ints(argv[++i], 1, 65536, tokens, 4);
         } else if (strcmp(a, "--ept") == 0 && v) {

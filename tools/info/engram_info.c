@@ -3,10 +3,9 @@
  * the effective configuration with each key's source (the transports' keys
  * too), and whether this configuration can run: a context and a small host
  * table are created on a group of one exactly as an application's would be;
- * and for recv=CUDA tables, gpu_path=auto's probe (each window's rates of
- * uva and host_gather beside a host-to-device copy, the path auto takes by
- * table size, the GPU's reach into host memory) and the path a table of
- * --table-gib GiB of rows per node would take (64 by default). Exits 1 with the library's message when the configuration
+ * and for recv=CUDA tables, the GPU's measured reach into host memory and
+ * the path a table of --table-gib GiB of rows per node would take (64 by
+ * default). Exits 1 with the library's message when the configuration
  * could not run. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,38 +91,9 @@ static void gpu_section_log(void *arg, engram_log_level_t level, const char *fil
         fprintf(stderr, "engram %s:%d %s\n", file, line, msg);
 }
 
-/* gpu_path=auto's probe: each window's rates of both paths beside the
- * host-to-device copy, and the path auto takes for rows up to that
- * window's size (the library's own report for that size). */
-static void print_probe(engram_context_t *ctx, const engram_gpu_path_report_t *r)
-{
-    printf("  probe of both paths (once per device and process, %.0f ms; GB/s of random 256-byte rows into GPU "
-           "memory; uva on every SM, host_gather with ",
-           r->probe_ms);
-    if (r->gather_threads > 0)
-        printf("%d pool threads):\n", r->gather_threads);
-    else
-        printf("its probe failed, see the log):\n");
-    printf("    %10s %8s %12s %9s %8s %16s   %s\n", "window", "uva", "host_gather", "H2D copy", "uva/H2D",
-           "host_gather/H2D", "auto for rows up to the window");
-    for (int i = 0; i < r->windows && i < ENGRAM_GPU_PATH_WINDOWS_MAX; i++) {
-        const engram_gpu_path_window_t *w = &r->window[i];
-        engram_gpu_path_report_t at = {.size = sizeof(at)};
-        const bool ok = engram_gpu_path_report(ctx, w->bytes, &at) == ENGRAM_OK;
-        printf("    %6llu MiB %8.1f %12.1f %9.1f %8.3f %16.3f   %s%s%s\n", (unsigned long long)(w->bytes >> 20),
-               w->uva_gbps, w->host_gather_gbps, w->h2d_gbps, w->h2d_gbps > 0 ? w->uva_gbps / w->h2d_gbps : 0,
-               w->h2d_gbps > 0 ? w->host_gather_gbps / w->h2d_gbps : 0, ok ? at.path : "?",
-               ok && at.window_bytes == 0 ? " (not probed at this size)" : "",
-               ok && at.window_bytes > 0 && at.uva_gbps == 0 ? " (uva's rate not compared)" : "");
-    }
-    printf("  auto takes uva where its rate in the smallest window holding the rows is at least host_gather's "
-           "times %.2f\n",
-           1 + ENGRAM_GPU_AUTO_MARGIN);
-}
-
-/* recv=CUDA tables: the rule gpu_path applies, with what it measured on
- * this process's current GPU. Informative: a machine without a GPU still
- * runs host tables. */
+/* recv=CUDA tables: the rule gpu_path applies, with the reach it measured
+ * on this process's current GPU. Informative: a machine without a GPU
+ * still runs host tables. */
 static void print_gpu(const engram_config_t *cfg, engram_context_t *ctx, uint64_t table_gib)
 {
     char path[32] = "?";
@@ -133,24 +103,20 @@ static void print_gpu(const engram_config_t *cfg, engram_context_t *ctx, uint64_
     engram_gpu_path_report_t r = {.size = sizeof(r)};
     engram_log_set_handler(gpu_section_log, NULL);
     const engram_status_t st = engram_gpu_path_report(ctx, bytes, &r);
-    if (st == ENGRAM_OK && r.windows > 0)
-        print_probe(ctx, &r);
     engram_log_set_handler(NULL, NULL);
     if (st != ENGRAM_OK) {
         printf("  none: %s\n", engram_last_error());
-        return;
+    } else {
+        if (r.probed_bytes > 0)
+            printf("  reach into host memory: %llu MiB measured (windows up to %llu MiB probed; %.1f GB/s in the "
+                   "first, 64 MiB; %.2f of that past the reach; a window holds at %.2f)\n",
+                   (unsigned long long)(r.reach_bytes >> 20), (unsigned long long)(r.probed_bytes >> 20),
+                   r.gbps_first, r.share_past, ENGRAM_GPU_REACH_SHARE);
+        if (r.probed_bytes > 0 && r.reach_bytes < r.probed_bytes)
+            printf("  rule: uva for up to %llu MiB of rows per node, host_gather beyond\n",
+                   (unsigned long long)(r.reach_bytes >> 20));
+        printf("  a table of %llu GiB of rows per node: %s (%s)\n", (unsigned long long)table_gib, r.path, r.reason);
     }
-    if (r.probed_bytes > 0)
-        printf("  uva's reach into host memory: %llu MiB measured (windows up to %llu MiB probed; %.1f GB/s in the "
-               "first, 64 MiB; %.2f of that past the reach; a window holds at %.2f)\n",
-               (unsigned long long)(r.reach_bytes >> 20), (unsigned long long)(r.probed_bytes >> 20), r.gbps_first,
-               r.share_past, ENGRAM_GPU_REACH_SHARE);
-    printf("  a table of %llu GiB of rows per node: %s (%s", (unsigned long long)table_gib, r.path, r.reason);
-    if (r.window_bytes > 0)
-        printf("; rates from the %llu MiB window: uva %.1f GB/s, host_gather %.1f GB/s, H2D copy %.1f GB/s; "
-               "0 = not measured or not compared",
-               (unsigned long long)(r.window_bytes >> 20), r.uva_gbps, r.host_gather_gbps, r.h2d_gbps);
-    printf(")\n");
 }
 
 /* Creates a context and a small host table on it as an application would:

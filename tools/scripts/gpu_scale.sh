@@ -5,7 +5,7 @@
 #   host_gather  host threads and the copy engine, on 4 KiB pages, then on
 #                2 MiB pages (vm.nr_hugepages set for the largest size and
 #                released after: needs root)
-#   auto         what the table chooses (the probe of both paths)
+#   auto         what the table chooses (the reach probe)
 # each line beside the same run's contiguous host-to-device copy of the same
 # bytes. Then DeepSeek-V4.1's decode shape (512 tokens x 48 FP8 rows of 256
 # bytes + scales) and zipf traffic at the largest size.
