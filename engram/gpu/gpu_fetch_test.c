@@ -904,10 +904,19 @@ int main(void)
         {4, 2, false, "host_numa", "ucx", "posix,self", "on", false, "host_gather", NULL},
         {1, 1, false, "device", "loopback", NULL, NULL, false, "host_gather", NULL}};   /* refused */
 #endif
-    /* every scenario runs, so one failure does not hide the others */
+    /* every scenario runs, so one failure does not hide the others;
+     * GPU_FETCH_TEST_ONLY=i,j,... runs those (0-based) alone */
     int failed = 0;
+    const char *only = getenv("GPU_FETCH_TEST_ONLY");
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         const scenario_t *sc = &shapes[s];
+        if (only != NULL) {
+            bool listed = false;
+            for (const char *p = only; *p != '\0'; p = strchr(p, ',') ? strchr(p, ',') + 1 : p + strlen(p))
+                listed |= strtoul(p, NULL, 10) == s;
+            if (!listed)
+                continue;
+        }
         int codes[8];
         engram_status_t st = engram_group_fork_run(sc->ranks, sc->local, rank_main, (void *)sc, codes);
         printf("gpu_fetch_test: %d ranks, %d per node, %s, table in %s, transport %s%s%s%s%s%s%s%s%s%s: %s\n",
