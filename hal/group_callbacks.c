@@ -1,6 +1,7 @@
 /* The callbacks provider: a framework's own process group, wrapped. Its
  * collectives are only as bounded as the callbacks the caller supplies. */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,23 +9,38 @@
 #include "hal/log.h"
 #include "hal/struct_import.h"
 
+/* What a failed callback left in engram_last_error() (cleared before the
+ * call: a callback over another engram group says there which rank did not
+ * answer), as ": <text>", or "". */
+static void callback_said(char *buf, size_t len)
+{
+    const char *text = engram_last_error();
+    snprintf(buf, len, "%s%s", text[0] ? ": " : "", text);
+}
+
 static engram_status_t callbacks_allgather(engram_group_t *g, const void *send, void *recv, size_t bytes)
 {
     const engram_group_callbacks_t *cb = g->provider;
+    engram_last_error_restore("");
     int rc = cb->allgather(cb->ctx, send, recv, bytes);
-    if (rc != 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "rank %d: the caller's allgather callback (%zu bytes) returned %d",
-                            g->rank, bytes, rc);
-    return ENGRAM_OK;
+    if (rc == 0)
+        return ENGRAM_OK;
+    char said[ENGRAM_LAST_ERROR_BYTES];
+    callback_said(said, sizeof(said));
+    return ENGRAM_ERROR(ENGRAM_ERR_PEER, "rank %d: the caller's allgather callback (%zu bytes) returned %d%s",
+                        g->rank, bytes, rc, said);
 }
 
 static engram_status_t callbacks_barrier(engram_group_t *g)
 {
     const engram_group_callbacks_t *cb = g->provider;
+    engram_last_error_restore("");
     int rc = cb->barrier(cb->ctx);
-    if (rc != 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "rank %d: the caller's barrier callback returned %d", g->rank, rc);
-    return ENGRAM_OK;
+    if (rc == 0)
+        return ENGRAM_OK;
+    char said[ENGRAM_LAST_ERROR_BYTES];
+    callback_said(said, sizeof(said));
+    return ENGRAM_ERROR(ENGRAM_ERR_PEER, "rank %d: the caller's barrier callback returned %d%s", g->rank, rc, said);
 }
 
 static void callbacks_destroy(engram_group_t *g)

@@ -39,7 +39,7 @@ static engram_status_t mpi_failed(int rank, const char *what, int rc)
  * here alone the deadline bounds the whole collective (engram/plugin/deadline.h). */
 static int poll_request(engram_group_t *g, MPI_Request *req, int *rc)
 {
-    engram_deadline_t deadline = engram_deadline_start(g->timeout_ms);
+    engram_deadline_t deadline = engram_deadline_start(engram_group_wait_ms(g));
     const struct timespec pause = {.tv_nsec = MPI_POLL_NS};
     for (;;) {
         int done = 0;
@@ -56,12 +56,12 @@ static int poll_request(engram_group_t *g, MPI_Request *req, int *rc)
 static engram_status_t mpi_wait(engram_group_t *g, MPI_Request *req, const char *what)
 {
     mpi_group_t *self = g->provider;
-    int rc;
+    int rc, ms = engram_group_wait_ms(g);
     if (!poll_request(g, req, &rc)) {
         self->pending = *req;
         return ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT,
                             "rank %d: MPI %s timed out after %d ms; this group can no longer be used", g->rank, what,
-                            g->timeout_ms);
+                            ms);
     }
     return rc == MPI_SUCCESS ? ENGRAM_OK : mpi_failed(g->rank, what, rc);
 }
