@@ -19,7 +19,9 @@
  * framework's process group is wrapped: its callbacks count the
  * collectives (the victim stops on entering the chosen one), hand the
  * group's current bound (engram_group_timeout) on to the launcher's group,
- * and serve the progress hook while they wait.
+ * and serve the progress hook while they wait. Then the same on the fork
+ * launcher's own group, the victim stopping mid-fetch or before it calls
+ * engram_write, engram_table_destroy or engram_context_destroy.
  * Usage: engram_teardown_bound_test loopback|ucx */
 #include <signal.h>
 #include <stdio.h>
@@ -53,6 +55,7 @@ typedef struct run {
     int stop_at; /* the victim stops on entering this collective; 0: never */
     int late_at; /* the victim enters this collective LATE_MS late; 0: none */
     bool fetch;  /* the victim stops mid-fetch instead */
+    bool direct; /* the context on the launcher's group itself; stop_at counts calls, not collectives */
     counts_t *counts;
 } run_t;
 
@@ -140,8 +143,14 @@ static int rank_main(engram_group_t *g, void *arg)
                                    .allgather = wrap_allgather, .barrier = wrap_barrier};
     CHECK_OK(engram_group_callbacks_create(&cb, &w.outer));
     harness_t h;
-    CHECK_OK(harness_open(&h, w.outer, run->transport, false, &params));
+    CHECK_OK(harness_open(&h, run->direct ? g : w.outer, run->transport, false, &params));
     counts_t seen = {.write_first = w.entered + 1};
+    /* direct: the victim stops before its stop_at-th call (write, table destroy, context destroy) */
+    bool stop_before[4] = {false};
+    if (run->direct && w.victim && run->stop_at > 0)
+        stop_before[run->stop_at] = true;
+    if (stop_before[1])
+        raise(SIGSTOP);
     long long t0 = (long long)engram_now_ms();
     engram_status_t write_st = harness_write(&h);
     long long write_ms = (long long)engram_now_ms() - t0;
@@ -156,12 +165,16 @@ static int rank_main(engram_group_t *g, void *arg)
         fetch_across(&h);
     }
     seen.table_first = w.entered + 1;
+    if (stop_before[2])
+        raise(SIGSTOP);
     t0 = (long long)engram_now_ms();
     engram_status_t table_st = engram_table_destroy(h.table);
     long long table_ms = (long long)engram_now_ms() - t0;
     char table_err[ENGRAM_LAST_ERROR_BYTES];
     snprintf(table_err, sizeof(table_err), "%s", engram_last_error());
     seen.context_first = w.entered + 1;
+    if (stop_before[3])
+        raise(SIGSTOP);
     t0 = (long long)engram_now_ms();
     engram_status_t context_st = engram_context_destroy(h.ctx);
     long long context_ms = (long long)engram_now_ms() - t0;
@@ -183,7 +196,11 @@ static int rank_main(engram_group_t *g, void *arg)
     /* The write's wait is bounded as well; once it failed the group stays
      * failed, and teardown does not wait again. */
     CHECK(write_ms <= TIMEOUT_MS + SLACK_MS);
-    if (run->stop_at >= run->counts->write_first && run->stop_at < run->counts->table_first)
+    /* where the fault is, by collective count (wrapped) or by call (direct) */
+    int first[3] = {run->counts->write_first, run->counts->table_first, run->counts->context_first};
+    if (run->direct)
+        first[0] = 1, first[1] = 2, first[2] = 3;
+    if (run->stop_at >= first[0] && run->stop_at < first[1])
         CHECK(write_st == ENGRAM_ERR_TIMEOUT || write_st == ENGRAM_ERR_PEER);
     else
         CHECK_OK(write_st);
@@ -192,7 +209,7 @@ static int rank_main(engram_group_t *g, void *arg)
     CHECK(table_ms <= TIMEOUT_MS + SLACK_MS && context_ms <= TIMEOUT_MS + SLACK_MS);
     if (run->late_at == 0)
         CHECK(table_ms + context_ms <= TIMEOUT_MS + SLACK_MS);
-    if (run->stop_at >= run->counts->context_first) {
+    if (run->stop_at >= first[2]) {
         CHECK_OK(table_st);
     } else {
         CHECK(table_st == ENGRAM_ERR_PEER);
@@ -250,6 +267,18 @@ int main(int argc, char **argv)
             run_once(&run, what);
             run.late_at = 0;
         }
+    }
+    /* The launcher's own group: the victim stops mid-fetch, or before a call. */
+    run.direct = true;
+    run.stop_at = 0;
+    run.fetch = true;
+    run_once(&run, "launcher's group: rank 2 stops mid-fetch");
+    run.fetch = false;
+    static const char *const calls[] = {"", "engram_write", "engram_table_destroy", "engram_context_destroy"};
+    for (run.stop_at = 1; run.stop_at <= 3; run.stop_at++) {
+        char what[96];
+        snprintf(what, sizeof(what), "launcher's group: rank 2 stops before %s", calls[run.stop_at]);
+        run_once(&run, what);
     }
     munmap(counts, sizeof(*counts));
     printf("engram_teardown_bound_test: ok\n");
