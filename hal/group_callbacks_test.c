@@ -72,7 +72,10 @@ int main(void)
     CHECK(engram_group_local_rank(g) == 1 && engram_group_local_size(g) == 2);
 
     int mine = 42, all[4] = {0};
+    /* a collective that succeeds leaves the caller's last error as it was */
+    ENGRAM_ERROR(ENGRAM_ERR_INVALID, "an earlier failure of the caller's");
     CHECK_OK(engram_group_allgather(g, &mine, all, sizeof(mine)));
+    CHECK(strcmp(engram_last_error(), "an earlier failure of the caller's") == 0);
     CHECK(all[0] == 42 && all[3] == 42 && f.allgathers == 1);
     CHECK_OK(engram_group_barrier(g));
     CHECK(f.barriers == 1);
