@@ -10,6 +10,7 @@
  *      confined to one host, that the group is; agree on each outcome with
  *      every rank so that none is left waiting. */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -210,19 +211,42 @@ err_free_ctx:
     return st;
 }
 
+engram_status_t engram_context_torn_down_alone(const engram_context_t *ctx, const char *fn, engram_status_t st)
+{
+    const char *failure;
+    if (engram_group_failed(ctx->group, &failure) == ENGRAM_OK || st == ENGRAM_ERR_BUSY)
+        return st;
+    /* st OK: the group failed after the agreement (a transport's barrier) */
+    char cause[ENGRAM_LAST_ERROR_BYTES];
+    snprintf(cause, sizeof(cause), "%s", st != ENGRAM_OK ? engram_last_error() : failure);
+    return ENGRAM_ERROR(ENGRAM_ERR_PEER, "%s: torn down on this rank without the other ranks' agreement: %s", fn,
+                        cause);
+}
+
 engram_status_t engram_context_destroy(engram_context_t *ctx)
 {
     if (ctx == NULL)
         return ENGRAM_OK;
+    engram_group_t *group = ctx->group;
+    int64_t bound = engram_group_bound_begin(group);
     engram_status_t st = ENGRAM_OK;
     if (ctx->live_tables > 0)
         st = ENGRAM_ERROR(ENGRAM_ERR_BUSY, "engram_context_destroy: %d tables still exist; destroy them first",
                           ctx->live_tables);
-    st = engram_group_agree(ctx->group, st);
-    if (st == ENGRAM_ERR_BUSY)
+    st = engram_group_agree(group, st);
+    if (st == ENGRAM_ERR_BUSY) {
+        engram_group_bound_end(group, bound);
         return st;
+    }
+    char why[ENGRAM_LAST_ERROR_BYTES] = "";
+    st = engram_context_torn_down_alone(ctx, "engram_context_destroy", st);
+    if (st != ENGRAM_OK)
+        snprintf(why, sizeof(why), "%s", engram_last_error());
     ctx->ops->close(ctx->transport);
     free(ctx);
+    engram_group_bound_end(group, bound);
+    if (st != ENGRAM_OK)
+        engram_last_error_restore(why);
     return st;
 }
 

@@ -193,6 +193,12 @@ uint32_t engram_context_reg_flags(const engram_context_t *ctx);
  * the group's progress hook serves peers while any is counted. Collective
  * in effect: every rank counts the same regions. */
 void engram_context_hold_progress(engram_context_t *ctx, uint32_t region_flags, int delta);
+/* A teardown's status st once the group has failed (a peer that failed or
+ * did not answer within the bound, in this teardown's collectives or
+ * earlier ones): ENGRAM_ERR_PEER, saying that this rank tore down alone (fn
+ * names the call) and why; st as it is while the group stands, and BUSY
+ * (nothing torn down) always. */
+engram_status_t engram_context_torn_down_alone(const engram_context_t *ctx, const char *fn, engram_status_t st);
 
 /* n rows of row_bytes from packed host src into host dst, `stride` bytes
  * apart (a shard's layout): every host-side shard write. */

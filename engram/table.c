@@ -389,13 +389,22 @@ engram_status_t engram_table_destroy(engram_table_t *t)
     if (t == NULL)
         return ENGRAM_OK;
     engram_context_t *ctx = t->ctx;
-    engram_status_t st = ENGRAM_OK;
-    st = engram_table_check_idle(t, "engram_table_destroy");
+    /* Every collective of the teardown (this agreement, a transport's
+     * barrier before it deregisters) shares one timeout_ms. */
+    int64_t bound = engram_group_bound_begin(ctx->group);
+    engram_status_t st = engram_table_check_idle(t, "engram_table_destroy");
     /* Every rank keeps its table if any rank cannot destroy; otherwise the
      * agreement is the barrier after which no peer reads this shard. */
     st = engram_group_agree(ctx->group, st);
-    if (st == ENGRAM_ERR_BUSY)
+    if (st == ENGRAM_ERR_BUSY) {
+        engram_group_bound_end(ctx->group, bound);
         return st;
+    }
+    /* What the caller reads is this failure, not a later step's refusal. */
+    char why[ENGRAM_LAST_ERROR_BYTES] = "";
+    st = engram_context_torn_down_alone(ctx, "engram_table_destroy", st);
+    if (st != ENGRAM_OK)
+        snprintf(why, sizeof(why), "%s", engram_last_error());
     engram_fetch_drop_retired(t);
     if (t->params.recv == ENGRAM_RECV_CUDA) {
         engram_gpu_table_destroy(t);
@@ -408,6 +417,11 @@ engram_status_t engram_table_destroy(engram_table_t *t)
     engram_context_hold_progress(ctx, t->shard_flags, -1);
     ctx->live_tables--;
     free(t);
+    engram_group_bound_end(ctx->group, bound);
+    if (st != ENGRAM_OK)
+        engram_last_error_restore(why);
+    else /* the group may have failed in a transport's barrier since */
+        st = engram_context_torn_down_alone(ctx, "engram_table_destroy", st);
     return st;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engram/plugin/deadline.h"
 #include "hal/config.h"
 #include "hal/group_provider.h"
 #include "hal/host_id.h"
@@ -33,6 +34,9 @@ engram_status_t engram_group_init(engram_group_t *g, const engram_group_ops_t *o
     g->local_rank = rank % local_size;
     g->local_size = local_size;
     g->timeout_ms = ENGRAM_DEFAULT_TIMEOUT_MS;
+    g->bound_end_ns = 0;
+    g->failed = ENGRAM_OK;
+    g->failed_why[0] = '\0';
     g->hosts = NULL;
     g->progress = NULL;
     g->progress_arg = NULL;
@@ -53,7 +57,73 @@ int engram_group_rank(const engram_group_t *group) { return group->rank; }
 int engram_group_size(const engram_group_t *group) { return group->size; }
 int engram_group_local_rank(const engram_group_t *group) { return group->local_rank; }
 int engram_group_local_size(const engram_group_t *group) { return group->local_size; }
-int engram_group_timeout(const engram_group_t *group) { return group->timeout_ms; }
+int engram_group_timeout(const engram_group_t *group) { return engram_group_wait_ms(group); }
+
+int engram_group_bound_left_ms(const engram_group_t *g)
+{
+    if (g->bound_end_ns == 0)
+        return INT_MAX;
+    int64_t left = g->bound_end_ns - engram_now_ns();
+    if (left <= 0)
+        return 0;
+    int64_t ms = (left + 999999) / 1000000;
+    return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+int engram_group_wait_ms(const engram_group_t *g)
+{
+    int left = engram_group_bound_left_ms(g);
+    int ms = left < g->timeout_ms ? left : g->timeout_ms;
+    return ms > 0 ? ms : 1;
+}
+
+int64_t engram_group_bound_begin(engram_group_t *group)
+{
+    int64_t saved = group->bound_end_ns;
+    int64_t end = engram_now_ns() + (int64_t)group->timeout_ms * 1000000;
+    if (saved == 0 || end < saved)
+        group->bound_end_ns = end;
+    return saved;
+}
+
+void engram_group_bound_end(engram_group_t *group, int64_t saved)
+{
+    group->bound_end_ns = saved;
+}
+
+engram_status_t engram_group_failed(const engram_group_t *group, const char **why)
+{
+    if (why != NULL)
+        *why = group->failed_why;
+    return group->failed;
+}
+
+/* A collective is refused once the group has failed (the ranks may no
+ * longer agree on which collective comes next), or when the running bound
+ * is spent (then it fails the group: the others may be waiting in it). */
+static engram_status_t collective_refused(engram_group_t *g, const char *what)
+{
+    if (g->failed != ENGRAM_OK)
+        return ENGRAM_ERROR(g->failed, "rank %d %s: the group failed earlier: %s", g->rank, what, g->failed_why);
+    if (g->bound_end_ns != 0 && engram_now_ns() >= g->bound_end_ns) {
+        engram_status_t st = ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT, "rank %d: %s not started: the bound of timeout_ms=%d "
+                                          "on this teardown's collectives is spent", g->rank, what, g->timeout_ms);
+        g->failed = st;
+        snprintf(g->failed_why, sizeof(g->failed_why), "%s", engram_last_error());
+        return st;
+    }
+    return ENGRAM_OK;
+}
+
+/* The provider's outcome; a failure is the group's from now on. */
+static engram_status_t collective_done(engram_group_t *g, engram_status_t st)
+{
+    if (st != ENGRAM_OK && g->failed == ENGRAM_OK) {
+        g->failed = st;
+        snprintf(g->failed_why, sizeof(g->failed_why), "%s", engram_last_error());
+    }
+    return st;
+}
 
 void engram_group_set_timeout(engram_group_t *group, int timeout_ms)
 {
@@ -74,14 +144,20 @@ engram_status_t engram_group_allgather(engram_group_t *group, const void *send, 
     if (bytes > SIZE_MAX / (size_t)group->size)
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "allgather of %zu bytes x %d ranks overflows size_t", bytes,
                             group->size);
-    return group->ops->allgather(group, send, recv, bytes);
+    engram_status_t st = collective_refused(group, "allgather");
+    if (st != ENGRAM_OK)
+        return st;
+    return collective_done(group, group->ops->allgather(group, send, recv, bytes));
 }
 
 engram_status_t engram_group_barrier(engram_group_t *group)
 {
     if (group == NULL)
         return ENGRAM_ERROR(ENGRAM_ERR_INVALID, "barrier on a NULL group");
-    return group->ops->barrier(group);
+    engram_status_t st = collective_refused(group, "barrier");
+    if (st != ENGRAM_OK)
+        return st;
+    return collective_done(group, group->ops->barrier(group));
 }
 
 engram_status_t engram_group_peer_failed(int rank, engram_status_t status, const char *what)

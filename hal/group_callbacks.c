@@ -1,6 +1,7 @@
 /* The callbacks provider: a framework's own process group, wrapped. Its
  * collectives are only as bounded as the callbacks the caller supplies. */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,23 +9,51 @@
 #include "hal/log.h"
 #include "hal/struct_import.h"
 
+/* A callback's call with engram_last_error() empty, so that what a failed
+ * one left there (a callback over another engram group says which rank did
+ * not answer) can be told from older text, which a callback that succeeds
+ * gets back. Returns the callback's result; *said gets ": <text>" or "". */
+typedef struct callback_call {
+    char saved[ENGRAM_LAST_ERROR_BYTES];
+    char said[ENGRAM_LAST_ERROR_BYTES + 2];
+} callback_call_t;
+
+static void call_begin(callback_call_t *c)
+{
+    snprintf(c->saved, sizeof(c->saved), "%s", engram_last_error());
+    engram_last_error_restore("");
+}
+
+static int call_end(callback_call_t *c, int rc)
+{
+    const char *text = engram_last_error();
+    snprintf(c->said, sizeof(c->said), "%s%s", rc != 0 && text[0] ? ": " : "", rc != 0 ? text : "");
+    if (rc == 0)
+        engram_last_error_restore(c->saved);
+    return rc;
+}
+
 static engram_status_t callbacks_allgather(engram_group_t *g, const void *send, void *recv, size_t bytes)
 {
     const engram_group_callbacks_t *cb = g->provider;
-    int rc = cb->allgather(cb->ctx, send, recv, bytes);
-    if (rc != 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "rank %d: the caller's allgather callback (%zu bytes) returned %d",
-                            g->rank, bytes, rc);
-    return ENGRAM_OK;
+    callback_call_t c;
+    call_begin(&c);
+    int rc = call_end(&c, cb->allgather(cb->ctx, send, recv, bytes));
+    if (rc == 0)
+        return ENGRAM_OK;
+    return ENGRAM_ERROR(ENGRAM_ERR_PEER, "rank %d: the caller's allgather callback (%zu bytes) returned %d%s",
+                        g->rank, bytes, rc, c.said);
 }
 
 static engram_status_t callbacks_barrier(engram_group_t *g)
 {
     const engram_group_callbacks_t *cb = g->provider;
-    int rc = cb->barrier(cb->ctx);
-    if (rc != 0)
-        return ENGRAM_ERROR(ENGRAM_ERR_PEER, "rank %d: the caller's barrier callback returned %d", g->rank, rc);
-    return ENGRAM_OK;
+    callback_call_t c;
+    call_begin(&c);
+    int rc = call_end(&c, cb->barrier(cb->ctx));
+    if (rc == 0)
+        return ENGRAM_OK;
+    return ENGRAM_ERROR(ENGRAM_ERR_PEER, "rank %d: the caller's barrier callback returned %d%s", g->rank, rc, c.said);
 }
 
 static void callbacks_destroy(engram_group_t *g)

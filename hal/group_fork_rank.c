@@ -28,7 +28,8 @@ static engram_status_t send_adapter(int fd, void *head, size_t head_len, void *b
 
 /* Moves a whole message through `io`, waiting for the socket in between
  * (and serving the group's progress hook while it waits);
- * ENGRAM_ERR_TIMEOUT once timeout_ms pass without a byte moving. */
+ * ENGRAM_ERR_TIMEOUT once timeout_ms pass without a byte moving, or the
+ * group's running bound (a teardown's) is spent. */
 static engram_status_t move_all(engram_group_t *g, io_fn io, short events, void *head, size_t head_len, void *body,
                                 size_t body_len, int timeout_ms)
 {
@@ -43,7 +44,9 @@ static engram_status_t move_all(engram_group_t *g, io_fn io, short events, void 
         if (done != before)
             engram_deadline_progress(&deadline);
         struct pollfd p = {.fd = fd, .events = events};
-        int left = engram_deadline_remaining_ms(&deadline);
+        int left = engram_deadline_remaining_ms(&deadline), bound = engram_group_bound_left_ms(g);
+        if (bound < left)
+            left = bound;
         if (left == 0)
             return ENGRAM_ERR_TIMEOUT;
         if (poll(&p, 1, engram_group_waiting(g, left)) < 0 && errno != EINTR)
@@ -93,7 +96,7 @@ static engram_status_t fork_collective(engram_group_t *g, uint32_t op, const voi
     const char *name = fork_op_name(op);
     if (self->failed != ENGRAM_OK)
         return ENGRAM_ERROR(self->failed, "rank %d %s: the group failed earlier: %s", g->rank, name, self->reason);
-    int timeout = g->timeout_ms;
+    int timeout = engram_group_wait_ms(g);
     char reason[FORK_REASON_MAX + 64];
 
     fork_request_t req = {.op = op, .rank = g->rank, .bytes = bytes, .timeout_ms = (uint64_t)timeout};

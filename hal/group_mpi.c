@@ -1,8 +1,8 @@
 /* The MPI provider: a duplicate of MPI_COMM_WORLD, so engram's collectives
  * never match the application's. Collectives are nonblocking ones polled
  * against the group's timeout; MPI cannot cancel a collective, so one that
- * times out stays pending, the group refuses further use, and destroy gives
- * it one more timeout to complete. MPI's own setup calls (dup, split) are
+ * times out stays pending (the group, failed, refuses further use:
+ * hal/group.c), and destroy gives it one more timeout to complete. MPI's own setup calls (dup, split) are
  * blocking and only as bounded as the MPI library makes them. */
 #include <limits.h>
 #include <mpi.h>
@@ -39,7 +39,7 @@ static engram_status_t mpi_failed(int rank, const char *what, int rc)
  * here alone the deadline bounds the whole collective (engram/plugin/deadline.h). */
 static int poll_request(engram_group_t *g, MPI_Request *req, int *rc)
 {
-    engram_deadline_t deadline = engram_deadline_start(g->timeout_ms);
+    engram_deadline_t deadline = engram_deadline_start(engram_group_wait_ms(g));
     const struct timespec pause = {.tv_nsec = MPI_POLL_NS};
     for (;;) {
         int done = 0;
@@ -56,31 +56,19 @@ static int poll_request(engram_group_t *g, MPI_Request *req, int *rc)
 static engram_status_t mpi_wait(engram_group_t *g, MPI_Request *req, const char *what)
 {
     mpi_group_t *self = g->provider;
-    int rc;
+    int rc, ms = engram_group_wait_ms(g);
     if (!poll_request(g, req, &rc)) {
         self->pending = *req;
         return ENGRAM_ERROR(ENGRAM_ERR_TIMEOUT,
                             "rank %d: MPI %s timed out after %d ms; this group can no longer be used", g->rank, what,
-                            g->timeout_ms);
+                            ms);
     }
     return rc == MPI_SUCCESS ? ENGRAM_OK : mpi_failed(g->rank, what, rc);
-}
-
-static engram_status_t check_usable(const engram_group_t *g, const char *what)
-{
-    const mpi_group_t *self = g->provider;
-    if (self->pending != MPI_REQUEST_NULL)
-        return ENGRAM_ERROR(ENGRAM_ERR_STATE, "rank %d: MPI %s after an earlier collective timed out", g->rank,
-                            what);
-    return ENGRAM_OK;
 }
 
 static engram_status_t mpi_allgather(engram_group_t *g, const void *send, void *recv, size_t bytes)
 {
     mpi_group_t *self = g->provider;
-    engram_status_t st = check_usable(g, "allgather");
-    if (st != ENGRAM_OK)
-        return st;
     if (bytes > INT_MAX)
         return ENGRAM_ERROR(ENGRAM_ERR_OVERFLOW, "rank %d: MPI allgather of %zu bytes exceeds MPI's int count",
                             g->rank, bytes);
@@ -98,9 +86,6 @@ static engram_status_t mpi_allgather(engram_group_t *g, const void *send, void *
 static engram_status_t mpi_barrier(engram_group_t *g)
 {
     mpi_group_t *self = g->provider;
-    engram_status_t st = check_usable(g, "barrier");
-    if (st != ENGRAM_OK)
-        return st;
     MPI_Request req;
     int rc = MPI_Ibarrier(self->comm, &req);
     if (rc != MPI_SUCCESS)

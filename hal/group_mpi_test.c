@@ -68,7 +68,7 @@ int main(int argc, char **argv)
         CHECK_OK(engram_group_barrier(g));
     } else {
         CHECK_ERROR(engram_group_barrier(g), ENGRAM_ERR_TIMEOUT, "timed out after 200 ms");
-        CHECK_ERROR(engram_group_barrier(g), ENGRAM_ERR_STATE, "earlier collective timed out");
+        CHECK_ERROR(engram_group_barrier(g), ENGRAM_ERR_TIMEOUT, "the group failed earlier");
         engram_group_set_timeout(g, 10000);
     }
     engram_group_destroy(g);

@@ -118,3 +118,9 @@ const char *engram_last_error(void)
 {
     return last_error;
 }
+
+void engram_last_error_restore(const char *text)
+{
+    if (text != last_error)
+        snprintf(last_error, sizeof(last_error), "%s", text);
+}

@@ -8,6 +8,11 @@
 #include "engram/log.h"
 #include "hal/blanks.h"
 
+/* Puts text back as this thread's engram_last_error() (not logged again):
+ * for a call that reports an error found early after later steps, which
+ * may fail in turn, overwrote it. */
+void engram_last_error_restore(const char *text);
+
 #define ENGRAM_LOG_LEVEL_NAMES "error|warn|info|debug|trace"
 
 /* Inline: the configuration parses ENGRAM_LOG_LEVEL too, and it is linked

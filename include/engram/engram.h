@@ -69,8 +69,12 @@ ENGRAM_API engram_status_t engram_storage_size_hint(uint64_t entries_per_rank, u
 ENGRAM_API engram_status_t engram_context_create(const engram_config_t *cfg, engram_group_t *group,
                                                  engram_context_t **out);
 /* Collective. If any rank still has tables, every rank gets ENGRAM_ERR_BUSY
- * and keeps its context. If a peer has died, this rank still tears down and
- * returns the peer error. */
+ * and keeps its context. Returns within the timeout_ms key of the call
+ * (its collectives share it) plus this rank's own release of the
+ * transport, whatever the peers do: when they did not all take part (a
+ * peer died, stopped or did not answer in time, or the group failed in an
+ * earlier collective), this rank still tears down and returns
+ * ENGRAM_ERR_PEER. */
 ENGRAM_API engram_status_t engram_context_destroy(engram_context_t *ctx);
 /* Name of the transport the context runs on ("loopback", "ucx", ...). */
 ENGRAM_API const char *engram_context_transport(const engram_context_t *ctx);
@@ -99,8 +103,12 @@ typedef struct engram_table_params {
 ENGRAM_API engram_status_t engram_table_create(engram_context_t *ctx, const engram_table_params_t *params,
                                                engram_table_t **out);
 /* Collective. If any rank has fetches not released, every rank gets
- * ENGRAM_ERR_BUSY and keeps the table. If a peer has died, this rank still
- * tears down and returns the peer error. */
+ * ENGRAM_ERR_BUSY and keeps the table. Returns within the timeout_ms key of
+ * the call (its collectives, a transport's barrier before it deregisters
+ * included, share it) plus this rank's own release of its memory, whatever
+ * the peers do: when they did not all take part (a peer died, stopped or
+ * did not answer in time, or the group failed in an earlier collective),
+ * this rank still tears down and returns ENGRAM_ERR_PEER. */
 ENGRAM_API engram_status_t engram_table_destroy(engram_table_t *table);
 
 /* Collective: barrier, copy this rank's shard, barrier.

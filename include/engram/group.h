@@ -10,7 +10,10 @@
  * hands none back (each child's group lives for rank_main), so its verb is
  * run.
  * Every collective is bounded: a peer that dies or never arrives turns into
- * ENGRAM_ERR_PEER or ENGRAM_ERR_TIMEOUT on the surviving ranks. *
+ * ENGRAM_ERR_PEER or ENGRAM_ERR_TIMEOUT on the surviving ranks, and leaves
+ * the group failed: every later collective of it is refused at once with
+ * that first failure's status and message (the ranks may no longer agree
+ * on which collective comes next); make a new group to go on. *
  * Public header (installed as <engram/group.h>). */
 #ifndef ENGRAM_GROUP_H
 #define ENGRAM_GROUP_H
@@ -88,6 +91,10 @@ ENGRAM_API engram_status_t engram_group_barrier(engram_group_t *group);
 ENGRAM_API engram_status_t engram_group_agree(engram_group_t *group, engram_status_t local);
 /* Bound (ms) on waiting in a collective of this group; default 30000. A
  * value <= 0 is refused with a warning (collectives are always bounded).
+ * The library's destroys share one bound among their collectives: while
+ * one runs, each of its collectives waits at most what is left of
+ * timeout_ms since the destroy began (engram_group_timeout says how much),
+ * and one left no time fails at once with ENGRAM_ERR_TIMEOUT.
  * Fork launcher: it bounds the time without progress (for the last rank to
  * arrive, or while no byte of any rank's payload moves), so a collective of
  * any size that keeps moving completes; a stalled or absent peer fails it
@@ -98,7 +105,8 @@ ENGRAM_API engram_status_t engram_group_agree(engram_group_t *group, engram_stat
  * Group.from_mpi bound each of their collectives by this timeout;
  * from_torch names the ranks that never entered it). Every agreement, destroy's included, is such a collective. */
 ENGRAM_API void engram_group_set_timeout(engram_group_t *group, int timeout_ms);
-/* The current bound, so layers above can bound their own exchanges by it. */
+/* The current bound, so layers above can bound their own exchanges by it:
+ * the timeout, or within a destroy what is left of it (at least 1). */
 ENGRAM_API int engram_group_timeout(const engram_group_t *group);
 
 /* While a collective of this group waits for other ranks, call fn(arg)

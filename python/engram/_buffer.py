@@ -415,7 +415,13 @@ class Buffer:
         still holds a hook not called or released, or tensors viewing fetched
         rows; the buffer then stays usable. Destroying twice, or from two
         threads at once, is harmless. Stream-ordered fetches are waited for
-        first; an error of one is raised once the buffer is torn down."""
+        first; an error of one is raised once the buffer is torn down.
+        Returns within timeout_ms (one bound for all of its collectives) plus
+        this rank's own release, whatever the other ranks do: when they did
+        not all take part (one died, stopped or did not answer in time, or
+        the group failed earlier), the buffer is torn down here all the same
+        and engram.PeerError raised, its __cause__ the collective's error
+        (naming the ranks that did not answer)."""
         with self._on_device():
             self._table.destroy()
 

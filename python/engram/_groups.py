@@ -1,15 +1,16 @@
 """engram.Group constructors: from a torch.distributed process group, from an
 mpi4py communicator, and the fork launcher for standalone scripts."""
-import itertools
+import datetime
 import os
 import socket
+import threading
 import time
 import weakref
 from typing import Any, Callable, List, Optional
 
 from . import _engram
 from ._args import I32, check_int
-from ._engram import Error, InvalidArgumentError, StateError, TimeoutError
+from ._engram import Error, InvalidArgumentError, PeerError, StateError, TimeoutError
 
 
 def _serving(done, deadline: float) -> bool:
@@ -29,39 +30,79 @@ def _serving(done, deadline: float) -> bool:
 # Between polls of a collective when there is nothing to serve.
 _POLL_S = 0.001
 
+# What a collective's bound is, for its messages: Group.timeout_ms, which
+# within a teardown is what is left of it.
+_BOUND = "the engram group allows it (its timeout_ms, or what a teardown has left of it)"
+
+# The gloo tag of engram's messages on a torch process group ("eng"): apart
+# from the process group's collectives (gloo gives those their own slots)
+# and from point-to-point messages of the caller's under other tags.
+_TAG = 0x656E67
+
 
 class _TorchCollectives:
-    """A torch process group's collectives, each bounded by the engram
-    group's timeout_ms (not the process group's own timeout: gloo's is 30
-    minutes by default) and numbered: a rank records in the process group's
-    store that it entered collective n, so a rank whose collective times
-    out names the ranks that never entered it."""
+    """A torch process group's collectives for an engram group, made of
+    point-to-point messages between every pair of ranks (gloo's send and
+    recv, tag _TAG) and bounded by the engram group's timeout_ms, not by the
+    process group's own timeout (gloo's is 30 minutes by default).
 
-    # Process groups wrapped so far; from_torch is collective, so every rank
-    # numbers the same group alike.
-    _made = itertools.count()
+    Each rank sends its part to every other rank and receives theirs; a
+    helper thread waits for the messages, each wait bounded by what is left
+    of timeout_ms, while the calling thread serves the group's progress hook.
+    Nothing outlives the bound: gloo closes its connection to a rank whose
+    message did not come in time (later messages to that rank then fail at
+    once), and the process group's own collectives and worker threads are
+    never used, so none is left queued for its destructor to wait on at exit.
+    A collective that fails names the ranks whose messages never came (or
+    whose connection broke); the engram group then refuses further
+    collectives."""
 
     def __init__(self, dist, cpu, rank, size):
         self.dist, self.cpu, self.rank, self.size = dist, cpu, rank, size
-        self.store = dist.PrefixStore("engram/group%d/" % next(self._made), dist.distributed_c10d._get_default_store())
-        self.seq = 0
         self.group = None  # the engram Group, weakly (a weakref.ref), once made
 
-    def _run(self, what, start):
-        seq, self.seq = self.seq, self.seq + 1
-        self.store.add("%d/%d" % (seq, self.rank), 1)
+    def _exchange(self, what, mine, outs):
+        """Sends `mine` (a CPU uint8 tensor) to every other rank and receives
+        rank r's into outs[r] within the group's timeout_ms."""
         timeout_ms = self.group().timeout_ms  # alive: it is the one calling
-        work = start()
-        if _serving(work.is_completed, time.monotonic() + timeout_ms / 1000):
-            work.wait()  # raises the collective's error, if any
+        deadline = time.monotonic() + timeout_ms / 1000
+        peers = [r for r in range(self.size) if r != self.rank]
+        failed = {}  # rank -> what went wrong with its messages
+        works = []
+        for kind in ("receive", "send"):  # the receives first: a peer's message finds its buffer posted
+            for r in peers:
+                if r in failed:
+                    continue
+                try:
+                    works.append((r, kind, self.cpu.recv([outs[r]], r, _TAG) if kind == "receive"
+                                  else self.cpu.send([mine], r, _TAG)))
+                except RuntimeError as e:  # a connection gloo has closed already
+                    failed[r] = "%s: %s" % (kind, e)
+
+        def wait_all():
+            for r, kind, work in works:
+                left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+                try:
+                    work.wait(datetime.timedelta(milliseconds=left_ms))
+                except RuntimeError as e:
+                    failed.setdefault(r, "%s: %s" % (kind, e))
+
+        waiter = threading.Thread(target=wait_all, name="engram-torch-collective", daemon=True)
+        waiter.start()
+        # every wait of the waiter is bounded, so it ends soon after the deadline
+        _serving(lambda: not waiter.is_alive(), float("inf"))
+        waiter.join()
+        if not failed:
             return
-        absent = [r for r in range(self.size) if self.store.add("%d/%d" % (seq, r), 0) == 0]  # add 0: a read
-        raise TimeoutError("rank %d: %s through the torch process group did not complete within the engram "
-                           "group's timeout_ms=%d; %s" % (
-                               self.rank, what, timeout_ms,
-                               "no answer from rank%s %s" % ("s" if len(absent) > 1 else "",
-                                                              ", ".join(map(str, absent)))
-                               if absent else "every rank entered it, so a link between ranks is down"))
+        late = sorted(r for r, why in failed.items() if "timeout" in why.lower() or "timed out" in why.lower())
+        broken = sorted(r for r in failed if r not in late)
+        plural = lambda ranks: "rank%s %s" % ("s" if len(ranks) > 1 else "", ", ".join(map(str, ranks)))
+        late_text = "no answer from %s within the %d ms %s" % (plural(late), timeout_ms, _BOUND)
+        if not broken:
+            raise TimeoutError("rank %d: %s through the torch process group did not complete: %s"
+                               % (self.rank, what, late_text))
+        raise PeerError("rank %d: %s through the torch process group failed: the connection to %s broke (%s)%s"
+                        % (self.rank, what, plural(broken), failed[broken[0]], "; " + late_text if late else ""))
 
     def allgather(self, data: bytes):
         import torch
@@ -71,12 +112,16 @@ class _TorchCollectives:
         out = torch.empty(self.size * n, dtype=torch.uint8, device="cpu")
         if n:
             mine = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-            self._run("an allgather of %d bytes" % n,
-                      lambda: self.dist.all_gather(list(out.split(n)), mine, group=self.cpu, async_op=True))
+            outs = list(out.split(n))
+            outs[self.rank].copy_(mine)
+            self._exchange("an allgather of %d bytes" % n, mine, outs)
         return out.numpy()
 
     def barrier(self):
-        self._run("a barrier", lambda: self.dist.barrier(group=self.cpu, async_op=True))
+        import torch
+
+        outs = [torch.zeros(1, dtype=torch.uint8, device="cpu") for _ in range(self.size)]
+        self._exchange("a barrier", torch.ones(1, dtype=torch.uint8, device="cpu"), outs)
 
 
 class _MpiCollectives:
@@ -97,9 +142,9 @@ class _MpiCollectives:
         timeout_ms = self.group().timeout_ms  # alive: it is the one calling
         if not _serving(req.Test, time.monotonic() + timeout_ms / 1000):
             self.pending = (req, buffers)
-            raise TimeoutError("rank %d: %s through the MPI communicator did not complete within the engram "
-                               "group's timeout_ms=%d (MPI does not say which ranks have not entered it)"
-                               % (self.rank, what, timeout_ms))
+            raise TimeoutError("rank %d: %s through the MPI communicator did not complete within the %d ms %s "
+                               "(MPI does not say which ranks have not entered it)" % (self.rank, what, timeout_ms,
+                                                                                      _BOUND))
 
     def allgather(self, data: bytes):
         n = len(data)
@@ -121,8 +166,9 @@ class Group(_engram.Group):
                    local_size: Optional[int] = None) -> "Group":
         """A group over a torch.distributed process group (default: the world).
 
-        Collectives (allgather, barrier) go through the process group itself
-        for gloo; for another backend (nccl) through a CPU side group made with
+        Collectives (allgather, barrier) are point-to-point messages between
+        every pair of ranks (gloo tag 0x656E67) on the process group itself
+        for gloo; for another backend (nccl) on a CPU side group made with
         new_group(backend="gloo"), which is collective over the world: every
         rank calls from_torch at the same point. local_size (ranks per node)
         comes from the argument, else LOCAL_WORLD_SIZE (as torchrun sets it),
@@ -131,8 +177,10 @@ class Group(_engram.Group):
         be grouped by host in consecutive ranks. local_rank, when given or in
         LOCAL_RANK, is checked against rank % local_size. Each collective is
         bounded by the group's timeout_ms (engram's timeout, whatever the
-        process group's own), and one that times out names the ranks that
-        never entered it."""
+        process group's own) and leaves nothing pending in the process group
+        past it: one that fails names the ranks whose messages did not come
+        in time (gloo then closes its connection to them) or whose
+        connection broke, and the group refuses further collectives."""
         import torch.distributed as dist
 
         pg = process_group if process_group is not None else dist.group.WORLD

@@ -247,7 +247,8 @@ try:
     buf.destroy()
     print("destroy returned", flush=True)
 except engram.Error as e:
-    print("destroy failed after %.1f s: %s | %s" % (time.monotonic() - t0, e, e.__cause__), flush=True)
+    print("destroy failed after %.1f s: %s: %s | %s" % (time.monotonic() - t0, type(e).__name__, e, e.__cause__),
+          flush=True)
 os._exit(0)  # no MPI_Finalize: rank 1 never joins the pending collective
 """
 
@@ -266,8 +267,8 @@ def test_from_mpi_destroy_is_bounded_by_engram_timeout():
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     line = next((x for x in r.stdout.splitlines() if x.startswith("destroy")), "")
     assert line.startswith("destroy failed after "), r.stdout + r.stderr
-    assert float(line.split()[3]) < 8, line
-    assert "timed out" in line, line  # the agreement's timeout, or the group refusing use after it
+    assert float(line.split()[3]) < 2 + 1.5, line  # one timeout_ms for the whole teardown, and some slack
+    assert "PeerError" in line and "did not complete within the " in line, line
 
 
 def test_info():

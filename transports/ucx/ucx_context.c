@@ -92,8 +92,11 @@ static void queue_close_endpoints(engram_transport_t *t, ucx_queue_t *q)
     if (pending == NULL)
         return;
     /* Bounded by time without progress: each close that finishes restarts
-     * it, so a thousand endpoints closing slowly are not cut off. */
-    engram_deadline_t deadline = engram_deadline_start((int64_t)(t->timeout_ns / 1000000u));
+     * it, so a thousand endpoints closing slowly are not cut off; within a
+     * teardown the group's bound stops it as well (engram_group_timeout is
+     * what is left of it then). */
+    int timeout_ms = engram_group_timeout(t->group);
+    engram_deadline_t deadline = engram_deadline_start(timeout_ms);
     int unfinished = 0, first = -1;
     for (int r = 0; r < t->shape.size; r++) {
         if (pending[r] == NULL)
@@ -101,14 +104,14 @@ static void queue_close_endpoints(engram_transport_t *t, ucx_queue_t *q)
         while (ucp_request_check_status(pending[r]) == UCS_INPROGRESS && !engram_deadline_expired(&deadline))
             ucp_worker_progress(q->worker);
         if (ucp_request_check_status(pending[r]) != UCS_INPROGRESS)
-            engram_deadline_progress(&deadline);
+            deadline = engram_deadline_start(engram_group_timeout(t->group));
         else if (unfinished++ == 0)
             first = r;
         ucp_request_free(pending[r]);
     }
     if (unfinished > 0)
-        ENGRAM_WARN("ucx: closing endpoints made no progress for %llu ms; %d did not finish (the first to rank %d)",
-                    (unsigned long long)(t->timeout_ns / 1000000u), unfinished, first);
+        ENGRAM_WARN("ucx: closing endpoints made no progress for %d ms; %d did not finish (the first to rank %d)",
+                    timeout_ms, unfinished, first);
     free(pending);
 }
 

@@ -112,8 +112,9 @@ engram_group_t *eg_group_get(PyObject *obj);
 /* The exception a Python callback raised during the last collective, if
  * any (a new reference, cleared from the group), else NULL. */
 PyObject *eg_group_take_callback_error(PyObject *obj);
-/* Chains the saved callback exception (if any) as __cause__ of the
- * exception now set. */
+/* Chains the saved callback exception as __cause__ of the exception now
+ * set; without one, the exception with which a callback failed the group
+ * earlier (its later collectives are refused), if any. */
 void eg_group_chain_error(PyObject *group);
 PyObject *eg_fork_run(PyObject *self, PyObject *args, PyObject *kwargs);
 /* A Group object around a group this module does not own (the fork

@@ -13,11 +13,14 @@ struct eg_group_obj {
     PyObject *allgather;  /* allgather(bytes) -> bytes of size * len */
     PyObject *barrier;    /* barrier() */
     PyObject *cb_error;   /* exception a callback raised, for chaining */
+    PyObject *failure;    /* the first one: the group's failure, which every later collective reports */
 };
 
 static void save_callback_error(eg_group_obj_t *self)
 {
     PyObject *exc = eg_err_take();
+    if (self->failure == NULL && exc != NULL)
+        self->failure = Py_NewRef(exc);
     Py_XSETREF(self->cb_error, exc);
 }
 
@@ -176,6 +179,9 @@ PyObject *eg_group_take_callback_error(PyObject *obj)
 void eg_group_chain_error(PyObject *group)
 {
     PyObject *cause = eg_group_take_callback_error(group);
+    eg_group_obj_t *self = (eg_group_obj_t *)group;
+    if (cause == NULL && self->failure != NULL) /* refused: the group failed in an earlier callback */
+        cause = Py_NewRef(self->failure);
     if (cause == NULL)
         return;
     PyObject *exc = eg_err_take();
@@ -194,6 +200,7 @@ static int group_traverse(eg_group_obj_t *self, visitproc visit, void *arg)
     Py_VISIT(self->allgather);
     Py_VISIT(self->barrier);
     Py_VISIT(self->cb_error);
+    Py_VISIT(self->failure);
     return 0;
 }
 
@@ -202,6 +209,7 @@ static int group_clear(eg_group_obj_t *self)
     Py_CLEAR(self->allgather);
     Py_CLEAR(self->barrier);
     Py_CLEAR(self->cb_error);
+    Py_CLEAR(self->failure);
     return 0;
 }
 

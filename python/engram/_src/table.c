@@ -3,6 +3,7 @@
  * GIL; every library call on the table holds the table lock. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ext.h"
 
@@ -394,6 +395,14 @@ static PyObject *destroy_impl(eg_table_t *self)
         Py_RETURN_NONE;
     }
     engram_status_t st, cst = ENGRAM_OK;
+    /* The table's teardown and the context's share one timeout_ms: the
+     * context's gets what the table's left of it. */
+    engram_group_t *g = eg_group_get(self->group);
+    if (g == NULL)
+        PyErr_Clear(); /* its launcher's rank function returned: the context holds it still */
+    int timeout_ms = g != NULL ? engram_group_timeout(g) : 0;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     Py_BEGIN_ALLOW_THREADS
     st = engram_table_destroy(self->table);
     Py_END_ALLOW_THREADS
@@ -410,11 +419,18 @@ static PyObject *destroy_impl(eg_table_t *self)
         exc = eg_err_take();
     }
     self->table = NULL;
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long long spent_ms = (long long)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    if (g != NULL)
+        engram_group_set_timeout(g, spent_ms < timeout_ms ? (int)(timeout_ms - spent_ms) : 1);
     Py_BEGIN_ALLOW_THREADS
     cst = engram_context_destroy(self->ctx);
     Py_END_ALLOW_THREADS
+    if (g != NULL)
+        engram_group_set_timeout(g, timeout_ms);
     if (cst != ENGRAM_OK && exc == NULL) {
-        eg_raise_status(cst, "destroy: engram_context_destroy");
+        eg_raise_status(cst, "destroy");
         exc = eg_err_take();
     }
     self->ctx = NULL;
