@@ -93,6 +93,17 @@ if [[ ! -f $cache/complete ]]; then
 fi
 
 mkdir -p "$prefix/lib" "$prefix/include" || die "cannot create $prefix"
-cp -r "$cache/include/." "$prefix/include/"
-cp -P "$cache"/lib/libnccl.so* "$prefix/lib/"
+cp -ru "$cache/include/." "$prefix/include/" # only what the cache has newer
+# Each library file replaced by a rename, and only where it differs: a
+# program running against the prefix keeps the file it mapped (copying over
+# it in place would change the pages under that program).
+for f in "$cache"/lib/libnccl.so*; do
+    dst=$prefix/lib/$(basename "$f")
+    if [[ -L $f ]]; then
+        [[ -L $dst && $(readlink "$dst") == $(readlink "$f") ]] && continue
+    elif [[ -f $dst && ! -L $dst ]] && cmp -s "$f" "$dst"; then
+        continue
+    fi
+    cp -P "$f" "$dst.tmp.$$" && mv -fT "$dst.tmp.$$" "$dst" || die "cannot install $dst"
+done
 echo "build_nccl: NCCL $(cut -d' ' -f1 "$cache/complete") installed in $prefix" >&2
