@@ -252,7 +252,9 @@ ENGRAM_API engram_status_t engram_fetch_buffers(engram_fetch_t *fetch, const voi
  * gpu_path=host_gather, none on uva or a launcher), else 0 (every
  * recv=HOST fetch). A captured fetch holds its receive slot until
  * released; releasing it waits for the device (every replay launched
- * ends), and its graph must not be replayed after. */
+ * ends), and its graph must not be replayed after. One executable graph
+ * per captured fetch, its replays one after another (as on one stream):
+ * two replays of the fetch running at once share its slot. */
 ENGRAM_API engram_status_t engram_fetch_captured(const engram_fetch_t *fetch, int *captured);
 /* The out-of-range indices of a completed fetch: their count and the first
  * one's (token, entry), 0 when none; of a captured one, its graph's last
