@@ -374,8 +374,8 @@ static void test_idle_cost(void)
     CHECK(none < 0.02);         /* every thread asleep */
     CHECK(by_default < 0.1);    /* one short wake-up a period */
     CHECK(watched[1] < 0.8);    /* never a spinning core */
-    CHECK(woken < 3000000);     /* not the watcher's 10 ms */
     CHECK(watched_only > 1000000); /* the watcher's period, about half of it on average */
+    CHECK(woken * 2 < watched_only && woken < 8000000); /* woken by the host function, not the watcher */
     wait_finished(&gs.s);
     check_fetch(&fx.t, &gs.s, idx, 16, 2, false);
     engram_gather_job_uncapture(gs.s.job);
