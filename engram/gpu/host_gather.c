@@ -108,14 +108,15 @@ static engram_status_t stream_error(const char *what, const char *err)
 }
 
 /* Steps 3-4 on the copy stream, without a cache: the wait for the
- * fetch's stream, the chunks' waits and copies, the scales' copy, the
- * copied word. */
-static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops, uint32_t ready,
+ * fetch's stream (captured: for the pool's taken word, seq + 1), the
+ * chunks' waits and copies, the scales' copy, the copied word (captured:
+ * none, the join links the streams). */
+static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_stream_ops_t *ops, bool captured,
                                     char *rows_dst, uint32_t *scales_dst)
 {
     void *stream = j->buf.copy_stream;
     const uint32_t row_bytes = j->src.row_bytes;
-    const char *err = ops->wait_geq(stream, j->buf.ready_dev, ready);
+    const char *err = ops->wait_geq(stream, j->buf.ready_dev, captured ? j->seq + 1 : j->seq);
     if (err != NULL)
         return stream_error("queueing the copy stream's wait for the fetch's stream", err);
     for (uint32_t c = 0; c < j->num_chunks; c++) {
@@ -133,7 +134,7 @@ static engram_status_t queue_copies(engram_gather_job_t *j, const engram_gather_
         if (err != NULL)
             return stream_error("queueing the scales' copy", err);
     }
-    if (ready != j->seq) /* captured: the join links the streams, no word */
+    if (captured)
         return ENGRAM_OK;
     err = ops->write(stream, j->buf.copied_dev, j->seq);
     return err == NULL ? ENGRAM_OK : stream_error("queueing the copy stream's end", err);
@@ -244,7 +245,7 @@ engram_status_t engram_gather_job_queue(engram_gather_job_t *j, const engram_gat
     atomic_store_explicit(&j->finished, false, memory_order_release);
     engram_gather_pool_post(j);
     if (cache_dev == NULL) {
-        st = queue_copies(j, ops, j->seq, rows_dst, scales_dst);
+        st = queue_copies(j, ops, false, rows_dst, scales_dst);
     } else { /* the hits on the fetch's stream, beside the pool's gather of the misses */
         const char *err = ops->hits(stream, cache_dev, j->buf.hit_slots, j->num_rows, j->src.row_bytes, rows_dst);
         if (err != NULL)
@@ -283,7 +284,7 @@ engram_status_t engram_gather_job_capture(engram_gather_job_t *j, const engram_g
         st = stream_error("queueing the copy stream's fork", err);
     }
     if (st == ENGRAM_OK)
-        st = queue_copies(j, ops, j->seq + 1, rows_dst, scales_dst);
+        st = queue_copies(j, ops, true, rows_dst, scales_dst);
     if (st != ENGRAM_OK)
         return st; /* abandoned: the capture fails, nothing was watched */
     engram_gather_pool_watch(j);
